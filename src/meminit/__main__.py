@@ -1,0 +1,3 @@
+from meminit.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,43 @@
+"""Thin command-line front end: each subcommand lives in the module of its concern."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from meminit.errors import MeminitError
+
+# Modules that contribute subcommands through register(subparsers).
+COMMAND_MODULES = [
+    "meminit.source",
+    "meminit.build",
+    "meminit.vm",
+    "meminit.scenarios",
+    "meminit.report",
+    "meminit.testing",
+    "meminit.microbench",
+]
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="meminit",
+        description="Build, boot, test and measure the meminit Linux 6.12 series.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except MeminitError as exc:
+        print(f"meminit: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("meminit: interrupted", file=sys.stderr)
+        return 130

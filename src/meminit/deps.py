@@ -1,0 +1,75 @@
+"""Host packages: each command asks for what it needs; missing ones are installed with apt."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+from meminit.errors import MeminitError
+
+# Debian package -> a file it installs, to test for presence without dpkg races.
+KERNEL_BUILD = {
+    "linux-source-6.12": "/usr/src/linux-source-6.12.tar.xz",
+    "build-essential": "/usr/bin/make",
+    "flex": "/usr/bin/flex",
+    "bison": "/usr/bin/bison",
+    "bc": "/usr/bin/bc",
+    "libelf-dev": "/usr/include/libelf.h",
+    "libssl-dev": "/usr/include/openssl/ssl.h",
+    "ccache": "/usr/bin/ccache",
+    "xz-utils": "/usr/bin/xz",
+    "cpio": "/usr/bin/cpio",
+    "kmod": "/usr/bin/kmod",
+    "rsync": "/usr/bin/rsync",
+    "git": "/usr/bin/git",
+}
+GUEST = {
+    "qemu-system-x86": "/usr/bin/qemu-system-x86_64",
+    "ndctl": "/usr/bin/ndctl",
+    "daxctl": "/usr/bin/daxctl",
+    "busybox-static": "/bin/busybox",
+    "udev": "/usr/bin/udevadm",
+}
+BENCH = {
+    "build-essential": "/usr/bin/gcc",
+}
+
+
+def missing(packages: dict[str, str]) -> list[str]:
+    return [name for name, probe in packages.items() if not os.path.exists(probe)]
+
+
+_updated = False
+
+
+def ensure(packages: dict[str, str]) -> None:
+    """Install the packages whose probe file is missing; fail naming the package."""
+    global _updated
+    todo = missing(packages)
+    if not todo:
+        return
+    if shutil.which("apt-get") is None:
+        raise MeminitError(f"missing packages {' '.join(todo)} and no apt-get to install them")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    if not _updated:
+        print("meminit: apt-get update", file=sys.stderr, flush=True)
+        subprocess.run(["apt-get", "update", "-q"], env=env, check=False, stdout=subprocess.DEVNULL)
+        _updated = True
+    for name in todo:
+        print(f"meminit: apt-get install {name}", file=sys.stderr, flush=True)
+        proc = subprocess.run(
+            ["apt-get", "install", "-y", "-q", "--no-install-recommends", name],
+            env=env, capture_output=True, text=True,
+        )
+        if proc.returncode != 0:
+            tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+            raise MeminitError(f"apt-get install {name} failed:\n{tail}")
+
+
+def package_version(name: str) -> str:
+    proc = subprocess.run(["dpkg-query", "-W", "-f=${Version}", name], capture_output=True, text=True)
+    if proc.returncode != 0 or not proc.stdout:
+        raise MeminitError(f"package {name} is not installed")
+    return proc.stdout
