@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "meminit.report",
     "meminit.testing",
     "meminit.microbench",
+    "meminit.fork",
 ]
 
 

@@ -1,0 +1,110 @@
+"""Kernel builds: `base` (pristine) and `series` (patches/ applied), each in its own output dir."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from meminit import deps, kconfig, paths, source
+from meminit.errors import MeminitError
+
+VARIANTS = ("base", "series")
+PROGRESS_EVERY_S = 20.0
+
+
+@dataclass(frozen=True)
+class Kernel:
+    variant: str
+    src: Path
+    out: Path
+
+    @property
+    def image(self) -> Path:
+        return self.out / "arch/x86/boot/bzImage"
+
+    @property
+    def localversion(self) -> str:
+        return f"-meminit-{self.variant}"
+
+    @property
+    def release(self) -> str:
+        return (self.out / "include/config/kernel.release").read_text().strip()
+
+
+def kernel_for(variant: str, trees: source.Trees) -> Kernel:
+    src = trees.series if variant == "series" else trees.base
+    return Kernel(variant=variant, src=src, out=paths.BUILD_ROOT / variant)
+
+
+def make_command(kernel: Kernel, jobs: int, targets: list[str], extra: list[str] | None = None) -> list[str]:
+    return ["make", "-C", str(kernel.src), f"O={kernel.out}", f"-j{jobs}", "CC=ccache gcc",
+            f"LOCALVERSION={kernel.localversion}", *(extra or []), *targets]
+
+
+def run_make(kernel: Kernel, cmd: list[str], log: Path, what: str) -> float:
+    """Run make with its output in `log`, printing a progress line now and then; returns seconds."""
+    env = dict(os.environ, CCACHE_DIR=str(paths.CCACHE_DIR), KBUILD_BUILD_TIMESTAMP="meminit",
+               KBUILD_BUILD_USER="meminit", KBUILD_BUILD_HOST="meminit")
+    start = time.monotonic()
+    compiled = 0
+    last_report = start
+    with log.open("w") as out, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                                text=True, env=env) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            out.write(line)
+            if line.startswith("  CC ") or line.startswith("  AS "):
+                compiled += 1
+            now = time.monotonic()
+            if now - last_report >= PROGRESS_EVERY_S:
+                print(f"meminit: {what}: {compiled} files compiled, {now - start:.0f}s",
+                      file=sys.stderr, flush=True)
+                last_report = now
+        rc = proc.wait()
+    elapsed = time.monotonic() - start
+    if rc != 0:
+        tail = "".join(log.read_text().splitlines(keepends=True)[-25:])
+        raise MeminitError(f"{what} failed after {elapsed:.0f}s; last lines:\n{tail}full log: {log}")
+    return elapsed
+
+
+def build(kernel: Kernel, jobs: int | None = None) -> float:
+    deps.ensure(deps.KERNEL_BUILD)
+    kconfig.configure(kernel.src, kernel.out, kconfig.fragments_for(kernel.variant))
+    jobs = jobs or os.cpu_count() or 1
+    print(f"meminit: building {kernel.variant} kernel ({kernel.src.name} -> {kernel.out}), -j{jobs}",
+          file=sys.stderr, flush=True)
+    elapsed = run_make(kernel, make_command(kernel, jobs, ["bzImage", "modules"]),
+                       kernel.out / "build.log", f"build {kernel.variant}")
+    print(f"meminit: built {kernel.variant} kernel {kernel.release} in {elapsed:.0f}s",
+          file=sys.stderr, flush=True)
+    return elapsed
+
+
+def build_variants(variants: list[str], reset: bool = False, jobs: int | None = None) -> dict[str, Kernel]:
+    trees = source.prepare_trees(reset=reset)
+    kernels = {}
+    for variant in variants:
+        kernel = kernel_for(variant, trees)
+        build(kernel, jobs)
+        kernels[variant] = kernel
+    return kernels
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    build_variants(args.variants or ["series"], reset=args.reset, jobs=args.jobs)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("build", help="build the base and/or series kernel (ccache, trimmed config)")
+    p.add_argument("variants", nargs="*", choices=[*VARIANTS, []], metavar="VARIANT",
+                   help="base and/or series (default: series)")
+    p.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: number of CPUs)")
+    p.add_argument("--reset", action="store_true", help="discard unexported work in work/linux")
+    p.set_defaults(func=_cmd_build)

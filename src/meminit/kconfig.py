@@ -1,0 +1,78 @@
+"""The trimmed kernel config: tinyconfig + our fragments, then a check that nothing was dropped."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from meminit import paths
+from meminit.errors import MeminitError
+
+COMMON_FRAGMENT = paths.CONFIG_DIR / "meminit.config"
+SERIES_FRAGMENT = paths.CONFIG_DIR / "series.config"
+
+_LINE = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$")
+_UNSET = re.compile(r"^# (CONFIG_[A-Za-z0-9_]+) is not set$")
+
+
+def parse_config(text: str) -> dict[str, str]:
+    """Map option -> value ('n' for '# CONFIG_X is not set' and for '=n')."""
+    options: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if m := _LINE.match(line):
+            options[m.group(1)] = m.group(2)
+        elif m := _UNSET.match(line):
+            options[m.group(1)] = "n"
+    return options
+
+
+def dropped_options(wanted: dict[str, str], final: dict[str, str]) -> list[str]:
+    """Options of the fragments whose value did not survive olddefconfig, as 'CONFIG_X=want (got)'."""
+    problems = []
+    for name, want in wanted.items():
+        got = final.get(name, "n")
+        if got != want:
+            problems.append(f"{name}={want} (olddefconfig left {'it unset' if got == 'n' else got})")
+    return problems
+
+
+def fragments_for(variant: str) -> list[Path]:
+    return [COMMON_FRAGMENT, SERIES_FRAGMENT] if variant == "series" else [COMMON_FRAGMENT]
+
+
+def wanted_options(fragments: list[Path]) -> dict[str, str]:
+    wanted: dict[str, str] = {}
+    for fragment in fragments:
+        wanted.update(parse_config(fragment.read_text()))
+    return wanted
+
+
+def configure(src: Path, out: Path, fragments: list[Path]) -> None:
+    """Write out/.config from tinyconfig + fragments unless the fragments are unchanged."""
+    out.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256(b"".join(f.read_bytes() for f in fragments)).hexdigest()
+    stamp = out / ".meminit-config-stamp"
+    config = out / ".config"
+    if not (config.exists() and stamp.exists() and stamp.read_text() == digest):
+        print(f"meminit: configuring {out.name}: tinyconfig + {', '.join(f.name for f in fragments)}",
+              file=sys.stderr, flush=True)
+        _run(["make", "-s", "-C", str(src), f"O={out}", "tinyconfig"])
+        _run([str(src / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(out), str(config),
+              *map(str, fragments)], cwd=src)
+    _run(["make", "-s", "-C", str(src), f"O={out}", "olddefconfig"])
+    problems = dropped_options(wanted_options(fragments), parse_config(config.read_text()))
+    if problems:
+        stamp.unlink(missing_ok=True)
+        raise MeminitError("required kernel options were dropped by their dependencies:\n  "
+                           + "\n  ".join(problems) + f"\n(config: {config})")
+    stamp.write_text(digest)
+
+
+def _run(cmd: list[str], cwd: Path | None = None) -> None:
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise MeminitError(f"{' '.join(cmd[:4])} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")

@@ -1,0 +1,60 @@
+"""KUnit results from a boot log, parsed by the kernel's own tools/testing/kunit/kunit.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from meminit.errors import MeminitError
+
+
+@dataclass(frozen=True)
+class KunitCase:
+    suite: str
+    name: str
+    status: str  # kunit_json statuses: PASS, FAIL, SKIP, ERROR
+
+
+@dataclass(frozen=True)
+class KunitReport:
+    ok: bool
+    cases: list[KunitCase]
+    summary: str
+
+    def failed(self) -> list[KunitCase]:
+        return [c for c in self.cases if c.status not in ("PASS", "SKIP")]
+
+    def suites(self) -> set[str]:
+        return {c.suite for c in self.cases}
+
+
+def _walk(node: dict, suite: str, out: list[KunitCase]) -> None:
+    for case in node.get("test_cases", []):
+        out.append(KunitCase(suite=suite, name=case["name"], status=case["status"]))
+    for sub in node.get("sub_groups", []):
+        _walk(sub, sub.get("name", suite), out)
+
+
+def parse(log_text: str, kernel_src: Path) -> KunitReport:
+    """Run `kunit.py parse --json` on a kernel log; kunit.py finds the KTAP lines itself."""
+    tool = kernel_src / "tools/testing/kunit/kunit.py"
+    if not tool.exists():
+        raise MeminitError(f"{tool} not found: is {kernel_src} a kernel tree?")
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "boot.log"
+        js = Path(tmp) / "kunit.json"
+        log.write_text(log_text)
+        proc = subprocess.run([sys.executable, str(tool), "parse", f"--json={js}", str(log)],
+                              capture_output=True, text=True)
+        summary = proc.stdout.strip()
+        if not js.exists():
+            raise MeminitError(f"kunit.py parse produced no JSON:\n{proc.stderr.strip()}")
+        data = json.loads(js.read_text())
+    cases: list[KunitCase] = []
+    _walk(data, data.get("name", "?"), cases)
+    ok = proc.returncode == 0 and all(c.status in ("PASS", "SKIP") for c in cases)
+    return KunitReport(ok=ok, cases=cases, summary=summary)

@@ -1,0 +1,150 @@
+"""Results: run directories, result.json, the terminal table and the PNG plot."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from meminit import paths
+from meminit.errors import MeminitError
+
+TCG_LABEL = "TCG: functional timings, not performance figures"
+
+
+def new_run_dir(kind: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    run_dir = paths.RESULTS / f"{kind}-{stamp}"
+    suffix = 1
+    while run_dir.exists():
+        suffix += 1
+        run_dir = paths.RESULTS / f"{kind}-{stamp}-{suffix}"
+    run_dir.mkdir(parents=True)
+    return run_dir
+
+
+def write_json(run_dir: Path, data: dict) -> Path:
+    path = run_dir / "result.json"
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def load_json(run: str) -> tuple[Path, dict]:
+    run_dir = Path(run)
+    if not run_dir.is_dir():
+        run_dir = paths.RESULTS / run
+    path = run_dir / "result.json"
+    if not path.exists():
+        raise MeminitError(f"no result.json in {run_dir}")
+    return run_dir, json.loads(path.read_text())
+
+
+@dataclass(frozen=True)
+class Stats:
+    n: int
+    mean: float
+    stdev: float
+    minimum: float
+    maximum: float
+
+    @classmethod
+    def of(cls, values: list[float]) -> Stats:
+        if not values:
+            raise ValueError("no samples")
+        return cls(n=len(values), mean=statistics.fmean(values),
+                   stdev=statistics.stdev(values) if len(values) > 1 else 0.0,
+                   minimum=min(values), maximum=max(values))
+
+
+def render_table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
+    line = "  ".join("{:<%d}" % w if i == 0 else "{:>%d}" % w for i, w in enumerate(widths))
+    out = [line.format(*header), "  ".join("-" * w for w in widths)]
+    out += [line.format(*row) for row in rows]
+    return "\n".join(out)
+
+
+def memmap_rows(result: dict) -> tuple[list[str], list[list[str]]]:
+    """Rows shaped like the public cover letter: first bind apart, steady state, ratios."""
+    header = ["scenario", "kernel", "variant", "pages", "first bind ms", "steady ms (mean ± sd)",
+              "min", "max", "n", "vs slow", "vs base"]
+    rows: list[list[str]] = []
+    for scen in result["scenarios"]:
+        groups = scen["groups"]
+        means = {(g["kernel"], g["variant"]): Stats.of(g["steady_ms"]).mean
+                 for g in groups if g["steady_ms"]}
+        base_mean = next((m for (k, _), m in means.items() if k == "base"), None)
+        for g in groups:
+            slow_mean = means.get((g["kernel"], "slow"))
+            if not g["steady_ms"]:
+                continue
+            st = Stats.of(g["steady_ms"])
+            first = f"{g['first_ms']:.2f}" if g.get("first_ms") is not None else "-"
+            rows.append([scen["name"], g["kernel"], g["variant"], str(g.get("pages", "")), first,
+                         f"{st.mean:.2f} ± {st.stdev:.2f}", f"{st.minimum:.2f}", f"{st.maximum:.2f}",
+                         str(st.n),
+                         f"{st.mean / slow_mean:.2f}" if slow_mean else "-",
+                         f"{st.mean / base_mean:.2f}" if base_mean else "-"])
+    return header, rows
+
+
+def render_memmap(result: dict) -> str:
+    header, rows = memmap_rows(result)
+    lines = [render_table(header, rows)]
+    if result.get("accel") == "tcg":
+        lines.append(f"({TCG_LABEL})")
+    lines.append(f"accelerator {result.get('accel')}, guest {result.get('guest_cpus')} CPUs / "
+                 f"{result.get('guest_memory')}, {result.get('source_package')} "
+                 f"{result.get('source_version')}, series {result.get('series_commit', '?')[:12]}")
+    return "\n".join(lines)
+
+
+def plot_memmap(result: dict, out: Path) -> Path:
+    import matplotlib  # noqa: PLC0415 - heavy import only when plotting
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    scenarios = result["scenarios"]
+    fig, axes = plt.subplots(len(scenarios), 2, figsize=(12, 4 * len(scenarios)), squeeze=False)
+    for (ax_iter, ax_ratio), scen in zip(axes, scenarios):
+        for g in scen["groups"]:
+            label = f"{g['kernel']}/{g['variant']}"
+            ax_iter.plot(range(1, len(g["steady_ms"]) + 1), g["steady_ms"], marker="o", label=label)
+        ax_iter.set_title(f"{scen['name']}: memmap init per rebind")
+        ax_iter.set_xlabel("rebind")
+        ax_iter.set_ylabel("ms")
+        ax_iter.legend(fontsize="small")
+        header, rows = memmap_rows({"scenarios": [scen]})
+        labels = [f"{r[1]}/{r[2]}" for r in rows]
+        ratios = [float(r[9]) if r[9] != "-" else (float(r[10]) if r[10] != "-" else 1.0) for r in rows]
+        ax_ratio.bar(labels, ratios)
+        ax_ratio.axhline(1.0, color="grey", linewidth=0.8)
+        ax_ratio.set_title(f"{scen['name']}: steady mean vs slow (or base)")
+        ax_ratio.tick_params(axis="x", rotation=30)
+    if result.get("accel") == "tcg":
+        fig.suptitle(TCG_LABEL, color="darkred")
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    run_dir, result = load_json(args.run)
+    kind = result.get("kind")
+    if kind != "memmap":
+        raise MeminitError(f"{run_dir}: 'meminit report' renders scenario runs; this one is {kind!r}")
+    print(render_memmap(result))
+    png = plot_memmap(result, run_dir / "plot.png")
+    print(f"plot: {png}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="re-render the table and plot of a results/<run>")
+    p.add_argument("run", help="run directory or its name under results/")
+    p.set_defaults(func=_cmd_report)

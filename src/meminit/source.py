@@ -1,0 +1,253 @@
+"""Kernel source and the series: Debian's linux-source-6.12 as a git tree, patches/ applied on top.
+
+Layout under work/:
+  linux/       git repo; tag `base` is the pristine Debian source, branch `series`
+               carries one commit per file in patches/ (edit here, then `meminit export`)
+  linux-base/  a detached worktree at `base`, so base and series build side by side
+               without touching each other's files (and mtimes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from meminit import deps, paths
+from meminit.errors import MeminitError
+
+SOURCE_PACKAGE = "linux-source-6.12"
+TARBALL = Path("/usr/src/linux-source-6.12.tar.xz")
+BRANCH = "series"
+BASE_TAG = "base"
+GIT_IDENTITY = ["-c", "user.name=meminit", "-c", "user.email=meminit@localhost"]
+
+
+@dataclass(frozen=True)
+class Trees:
+    series: Path
+    base: Path
+
+
+def git(tree: Path, *args: str, check: bool = True, capture: bool = True) -> str:
+    proc = subprocess.run(
+        ["git", "-C", str(tree), *GIT_IDENTITY, *args],
+        capture_output=capture, text=True,
+    )
+    if check and proc.returncode != 0:
+        raise MeminitError(f"git {' '.join(args)} failed in {tree}:\n{proc.stderr.strip()}")
+    return proc.stdout if capture else ""
+
+
+def read_series(patch_dir: Path = paths.PATCHES) -> list[Path]:
+    """The patches in the order of patches/series (blank lines and # comments ignored)."""
+    series_file = patch_dir / "series"
+    if not series_file.exists():
+        return []
+    names = []
+    for line in series_file.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            names.append(line)
+    missing = [n for n in names if not (patch_dir / n).is_file()]
+    if missing:
+        raise MeminitError(f"patches/series names files that do not exist: {', '.join(missing)}")
+    listed = set(names)
+    stray = sorted(p.name for p in patch_dir.glob("*.patch") if p.name not in listed)
+    if stray:
+        raise MeminitError(f"patches/ has files not listed in patches/series: {', '.join(stray)}")
+    return [patch_dir / n for n in names]
+
+
+def source_version() -> str:
+    deps.ensure(deps.KERNEL_BUILD)
+    return deps.package_version(SOURCE_PACKAGE)
+
+
+def _unpack(version: str, tree: Path) -> None:
+    tmp = tree.with_name(tree.name + ".unpacking")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    print(f"meminit: unpacking {TARBALL} ({SOURCE_PACKAGE} {version})", file=sys.stderr, flush=True)
+    with tarfile.open(TARBALL) as tar:
+        top = tar.next()
+        tar.extractall(tmp, filter="fully_trusted")
+    inner = tmp / (top.name.split("/", 1)[0] if top else "")
+    print("meminit: recording the pristine source as the `base` commit", file=sys.stderr, flush=True)
+    git(inner, "init", "-q", "-b", BRANCH)
+    # Debian's top-level .gitignore ends with "/*": force-add so the base commit is the whole tarball.
+    git(inner, "add", "-A", "-f", ".")
+    git(inner, "commit", "-q", "-m", f"base: Debian {SOURCE_PACKAGE} {version}")
+    git(inner, "tag", BASE_TAG)
+    git(inner, "config", "meminit.sourceversion", version)
+    if tree.exists():
+        shutil.rmtree(tree)
+    inner.rename(tree)
+    shutil.rmtree(tmp)
+
+
+def _applied_marker(tree: Path) -> Path:
+    return tree / ".git" / "meminit-applied"
+
+
+def _record_applied(tree: Path) -> None:
+    _applied_marker(tree).write_text(git(tree, "rev-parse", "HEAD").strip() + "\n")
+
+
+def _tree_has_own_work(tree: Path) -> str | None:
+    """Why the tree must not be reset, or None when it only holds what meminit put there."""
+    if git(tree, "status", "--porcelain", "--untracked-files=no").strip():
+        return "it has uncommitted changes"
+    marker = _applied_marker(tree)
+    head = git(tree, "rev-parse", "HEAD").strip()
+    if marker.exists() and marker.read_text().strip() == head:
+        return None
+    if head == git(tree, "rev-parse", BASE_TAG).strip():
+        return None
+    return "it has commits that were never exported to patches/ (run `meminit export`)"
+
+
+def patch_ids(tree: Path, rev_range: str) -> list[str]:
+    diff = git(tree, "log", "--reverse", "-p", "--format=commit %H", rev_range)
+    proc = subprocess.run(["git", "patch-id", "--stable"], input=diff, capture_output=True, text=True)
+    return [line.split()[0] for line in proc.stdout.splitlines()]
+
+
+def file_patch_ids(patches: list[Path]) -> list[str]:
+    ids = []
+    for patch in patches:
+        proc = subprocess.run(["git", "patch-id", "--stable"], input=patch.read_text(),
+                              capture_output=True, text=True)
+        ids.append(proc.stdout.split()[0] if proc.stdout else "")
+    return ids
+
+
+def rejected_hunk(patch_text: str, path: str, line: int) -> str:
+    """The hunk of `path` in a patch whose old-side range starts at `line` (git apply's report)."""
+    hunk: list[str] = []
+    current_file = None
+    capturing = False
+    for text in patch_text.splitlines():
+        if text.startswith("diff --git "):
+            if capturing:
+                break
+            current_file = text.split(" b/", 1)[-1]
+            continue
+        if text.startswith("@@"):
+            if capturing:
+                break
+            m = re.match(r"@@ -(\d+)", text)
+            capturing = current_file == path and m is not None and int(m.group(1)) == line
+        if capturing:
+            hunk.append(text)
+    return "\n".join(hunk)
+
+
+def _explain_failed_patch(tree: Path, patch: Path) -> str:
+    proc = subprocess.run(["git", "-C", str(tree), "apply", "--check", "--verbose", str(patch)],
+                          capture_output=True, text=True)
+    report = proc.stderr.strip()
+    hunks = []
+    for m in re.finditer(r"error: patch failed: (\S+):(\d+)", report):
+        hunk = rejected_hunk(patch.read_text(), m.group(1), int(m.group(2)))
+        if hunk:
+            hunks.append(f"rejected hunk in {m.group(1)}:\n{hunk}")
+    return "\n".join([report, *hunks])
+
+
+def apply_series(tree: Path, patches: list[Path]) -> None:
+    git(tree, "checkout", "-q", "-B", BRANCH, BASE_TAG)
+    for index, patch in enumerate(patches, 1):
+        print(f"meminit: applying [{index}/{len(patches)}] {patch.name}", file=sys.stderr, flush=True)
+        proc = subprocess.run(["git", "-C", str(tree), *GIT_IDENTITY, "am", "-q", str(patch)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            git(tree, "am", "--abort", check=False)
+            git(tree, "checkout", "-q", "-B", BRANCH, BASE_TAG)
+            raise MeminitError(f"patch {patch.name} does not apply on {BASE_TAG}:\n"
+                               f"{_explain_failed_patch(tree, patch)}")
+    _record_applied(tree)
+
+
+def _ensure_base_worktree(tree: Path, base: Path) -> None:
+    if base.exists():
+        head = git(base, "rev-parse", "HEAD", check=False).strip()
+        if head == git(tree, "rev-parse", BASE_TAG).strip():
+            return
+        git(tree, "worktree", "remove", "--force", str(base), check=False)
+        if base.exists():
+            shutil.rmtree(base)
+    git(tree, "worktree", "prune")
+    git(tree, "worktree", "add", "-q", "--detach", str(base), BASE_TAG)
+
+
+def prepare_trees(reset: bool = False) -> Trees:
+    """Unpack (once per package version), then make `series` equal base + patches/."""
+    version = source_version()
+    tree = paths.KERNEL_TREE
+    have = git(tree, "config", "meminit.sourceversion", check=False).strip() if tree.exists() else ""
+    if have != version:
+        if have:
+            print(f"meminit: source package changed {have} -> {version}; re-unpacking", file=sys.stderr)
+        _unpack(version, tree)
+    patches = read_series()
+    if patch_ids(tree, f"{BASE_TAG}..HEAD") != file_patch_ids(patches) or \
+            git(tree, "rev-parse", "--abbrev-ref", "HEAD").strip() != BRANCH:
+        reason = _tree_has_own_work(tree)
+        if reason and not reset:
+            raise MeminitError(f"{tree} differs from patches/ and {reason}; "
+                               "export it or pass --reset to discard it")
+        apply_series(tree, patches)
+    else:
+        _record_applied(tree)
+    _ensure_base_worktree(tree, paths.WORK / "linux-base")
+    return Trees(series=tree, base=paths.WORK / "linux-base")
+
+
+def series_commit(tree: Path = paths.KERNEL_TREE) -> str:
+    return git(tree, "rev-parse", "HEAD").strip()
+
+
+def export_series(tree: Path = paths.KERNEL_TREE, patch_dir: Path = paths.PATCHES) -> list[Path]:
+    """Write base..HEAD of the tree to patch_dir as format-patch files plus the series file."""
+    if git(tree, "status", "--porcelain", "--untracked-files=no").strip():
+        raise MeminitError(f"{tree} has uncommitted changes: commit them before exporting")
+    patch_dir.mkdir(parents=True, exist_ok=True)
+    for old in patch_dir.glob("*.patch"):
+        old.unlink()
+    out = git(tree, "format-patch", "--zero-commit", "--no-signature", "-o", str(patch_dir),
+              f"{BASE_TAG}..HEAD")
+    written = [Path(line) for line in out.splitlines() if line.strip()]
+    (patch_dir / "series").write_text("".join(p.name + "\n" for p in written))
+    _record_applied(tree)
+    return written
+
+
+def _cmd_tree(args: argparse.Namespace) -> int:
+    trees = prepare_trees(reset=args.reset)
+    print(f"series tree: {trees.series} ({len(read_series())} patches on {BASE_TAG})")
+    print(f"base tree:   {trees.base}")
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    written = export_series()
+    for patch in written:
+        print(f"patches/{patch.name}")
+    print(f"{len(written)} patches exported; patches/series updated")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tree", help="unpack linux-source-6.12 and apply patches/ as git commits")
+    p.add_argument("--reset", action="store_true",
+                   help="discard commits or changes in work/linux that were not exported")
+    p.set_defaults(func=_cmd_tree)
+    p = sub.add_parser("export", help="write the commits of work/linux back to patches/")
+    p.set_defaults(func=_cmd_export)

@@ -1,0 +1,32 @@
+"""`meminit test`: the project's tests (pytest), including the kernel build + boot + KUnit test."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+from meminit import paths
+
+
+def pytest_command(quick: bool, extra: list[str]) -> list[str]:
+    cmd = [sys.executable, "-m", "pytest", "-ra", str(paths.REPO / "tests")]
+    if quick:
+        cmd += ["-m", "not kernel"]
+    return cmd + extra
+
+
+def _cmd_test(args: argparse.Namespace) -> int:
+    cmd = pytest_command(args.quick, args.pytest_args)
+    what = "unit tests" if args.quick else "unit tests, then the kernel build/boot/KUnit tests"
+    print(f"meminit: running {what}: {' '.join(cmd[2:])}", file=sys.stderr, flush=True)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.run(cmd, cwd=paths.REPO, env=env).returncode
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("test", help="run the tests (pytest; builds and boots the series kernel)")
+    p.add_argument("--quick", action="store_true", help="skip tests that build or boot a kernel")
+    p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra pytest arguments after --")
+    p.set_defaults(func=_cmd_test)

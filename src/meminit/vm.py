@@ -1,0 +1,239 @@
+"""Booting a built kernel under QEMU with virtme-ng, KVM when it really works, TCG otherwise.
+
+The guest sees the host's root filesystem (read-only) through virtme-ng, so Debian's
+ndctl/daxctl installed on the host run in the guest. Results never travel through the
+console: the guest script writes files into the run directory, shared read-write, so
+kernel messages and command output cannot be confused. The console is still captured
+(vng --verbose) because it is where a panic or a hang leaves its last words.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from meminit import deps, paths
+from meminit.errors import MeminitError
+
+GIB = 1 << 30
+# QEMU q35 keeps 2 GiB of RAM below 4 GiB once the guest has >= 2.75 GiB; the rest
+# starts at 4 GiB. Emulated pmem (memmap=SIZE!4G) is carved out of that high RAM.
+Q35_LOW_RAM = 2 * GIB
+PMEM_OFFSET = 4 * GIB
+# Ordinary RAM the guest keeps for itself beside the pmem (low RAM + this much high RAM).
+GUEST_HEADROOM = 1 * GIB
+
+ACCEL_CACHE = paths.CACHE / "accel.json"
+TRIAL_TIMEOUT_S = 90
+VNG = "vng"
+
+# Lines of a kernel log that mean the boot is not trustworthy.
+KERNEL_FAILURE = re.compile(
+    r"(Kernel panic - not syncing|Oops: |BUG: |WARNING: CPU: |WARNING: at |"
+    r"general protection fault|kernel BUG at|Unable to handle kernel|"
+    r"watchdog: BUG: soft lockup|INFO: task .* blocked for more than)"
+)
+
+
+@dataclass
+class BootSpec:
+    image: Path
+    name: str
+    script: str
+    memory_bytes: int = 4 * GIB
+    cpus: int = 2
+    append: list[str] = field(default_factory=list)
+    timeout_s: int = 900
+
+
+@dataclass
+class BootResult:
+    console: Path
+    dmesg: Path
+    exit_code: int
+    seconds: float
+
+
+def parse_size(text: str) -> int:
+    """'4G', '512M', '1024K' or bytes -> bytes."""
+    m = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)i?B?\s*", text, re.IGNORECASE)
+    if not m:
+        raise MeminitError(f"cannot read size {text!r} (use e.g. 4G or 512M)")
+    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[m.group(2).upper()]
+
+
+def format_size(value: int) -> str:
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if value % (1 << shift) == 0:
+            return f"{value >> shift}{unit}"
+    return str(value)
+
+
+def pmem_layout(pmem_bytes: int, memory_bytes: int | None) -> tuple[int, str]:
+    """Guest memory and the memmap= parameter for `pmem_bytes` of emulated pmem at 4 GiB.
+
+    Refuses, before anything boots, a size the guest cannot address.
+    """
+    if pmem_bytes <= 0 or pmem_bytes % (128 << 20):
+        raise MeminitError("emulated pmem must be a positive multiple of 128M (a memory section)")
+    needed = Q35_LOW_RAM + pmem_bytes + GUEST_HEADROOM
+    memory = memory_bytes if memory_bytes is not None else needed
+    if memory < needed:
+        high = max(memory - Q35_LOW_RAM, 0)
+        raise MeminitError(
+            f"{format_size(pmem_bytes)} of emulated pmem does not fit a {format_size(memory)} guest: "
+            f"q35 maps only {format_size(high)} above 4G, and the guest keeps "
+            f"{format_size(GUEST_HEADROOM)} of it; use --memory {format_size(needed)} or more")
+    return memory, f"memmap={format_size(pmem_bytes)}!{format_size(PMEM_OFFSET)}"
+
+
+def kernel_failures(log: str) -> list[str]:
+    """The lines of a console/dmesg log that report a panic, oops, BUG, WARN or lockup."""
+    return [line.strip() for line in log.splitlines() if KERNEL_FAILURE.search(line)]
+
+
+def _vng_path() -> str:
+    venv_bin = Path(sys.executable).parent
+    candidate = venv_bin / VNG
+    return str(candidate) if candidate.exists() else VNG
+
+
+def vng_command(spec: BootSpec, accel: str, shared_dir: Path) -> list[str]:
+    cmd = [_vng_path(), "--run", str(spec.image), "--verbose", "--disable-microvm",
+           "--memory", str(spec.memory_bytes // (1 << 20)) + "M", "--cpus", str(spec.cpus),
+           "--rwdir", str(shared_dir)]
+    if accel == "tcg":
+        cmd.append("--disable-kvm")
+    else:
+        # vng picks q35 only for TCG; the pmem layout above assumes q35 in both modes.
+        cmd += ["--qemu-opts", "-machine q35"]
+    for arg in spec.append:
+        cmd += ["--append", arg]
+    cmd += ["--exec", spec.script]
+    return cmd
+
+
+def guest_wrapper(spec: BootSpec, shared_dir: Path) -> str:
+    """Wrap the scenario script so its exit code and dmesg land in files, not on the console."""
+    exit_file = shared_dir / f"{spec.name}.exit"
+    dmesg_file = shared_dir / f"{spec.name}.dmesg.log"
+    return (f"cd {shlex.quote(str(shared_dir))}; "
+            f"( {spec.script} ); rc=$?; "
+            f"dmesg > {shlex.quote(str(dmesg_file))}; "
+            f"echo $rc > {shlex.quote(str(exit_file))}; exit $rc")
+
+
+def boot(spec: BootSpec, run_dir: Path, accel: str) -> BootResult:
+    """Boot once, run spec.script in the guest, and fail loudly on panic/oops/WARN/hang."""
+    deps.ensure(deps.GUEST)
+    if not spec.image.exists():
+        raise MeminitError(f"kernel image {spec.image} does not exist: build it first")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    console = run_dir / f"{spec.name}.console.log"
+    dmesg = run_dir / f"{spec.name}.dmesg.log"
+    exit_file = run_dir / f"{spec.name}.exit"
+    for stale in (dmesg, exit_file):
+        stale.unlink(missing_ok=True)
+    wrapped = BootSpec(**{**spec.__dict__, "script": guest_wrapper(spec, run_dir)})
+    cmd = vng_command(wrapped, accel, run_dir)
+    (run_dir / f"{spec.name}.cmd").write_text(shlex.join(cmd) + "\n")
+    print(f"meminit: booting {spec.image.parent.parent.parent.parent.name}/{spec.name} "
+          f"({accel}, {format_size(spec.memory_bytes)}, {spec.cpus} CPUs); console: {console}",
+          file=sys.stderr, flush=True)
+    start = time.monotonic()
+    with console.open("w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                cwd=run_dir, start_new_session=True)
+        try:
+            proc.wait(timeout=spec.timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise MeminitError(f"guest {spec.name} hung: no exit after {spec.timeout_s}s; console: {console}")
+    seconds = time.monotonic() - start
+    log = console.read_text(errors="replace")
+    if dmesg.exists():
+        log += dmesg.read_text(errors="replace")
+    failures = kernel_failures(log)
+    if failures:
+        raise MeminitError(f"guest {spec.name}: kernel reported a failure: {failures[0]}\n"
+                           f"console: {console}" + (f"\ndmesg: {dmesg}" if dmesg.exists() else ""))
+    if not exit_file.exists():
+        raise MeminitError(f"guest {spec.name} ended without running the script to its end "
+                           f"(vng exit {proc.returncode}); console: {console}")
+    code = int(exit_file.read_text().strip() or "-1")
+    return BootResult(console=console, dmesg=dmesg, exit_code=code, seconds=seconds)
+
+
+def _host_key() -> str:
+    qemu = subprocess.run(["qemu-system-x86_64", "--version"], capture_output=True, text=True).stdout
+    return f"{os.uname().release} {qemu.splitlines()[0] if qemu else '?'}"
+
+
+def detect_accel(image: Path, run_dir: Path) -> str:
+    """'kvm' if a trial guest really boots with KVM here, else 'tcg'; the verdict is cached."""
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return "tcg"
+    key = _host_key()
+    if ACCEL_CACHE.exists():
+        cached = json.loads(ACCEL_CACHE.read_text())
+        if cached.get("host") == key:
+            return str(cached["accel"])
+    print("meminit: /dev/kvm exists; booting a trial KVM guest to see whether it really starts",
+          file=sys.stderr, flush=True)
+    spec = BootSpec(image=image, name="kvm-trial", script="true", memory_bytes=1 * GIB, cpus=1,
+                    timeout_s=TRIAL_TIMEOUT_S)
+    try:
+        accel = "kvm" if boot(spec, run_dir, "kvm").exit_code == 0 else "tcg"
+    except MeminitError as exc:
+        print(f"meminit: KVM trial failed ({str(exc).splitlines()[0]}); using TCG", file=sys.stderr)
+        accel = "tcg"
+    ACCEL_CACHE.parent.mkdir(parents=True, exist_ok=True)
+    ACCEL_CACHE.write_text(json.dumps({"host": key, "accel": accel}) + "\n")
+    return accel
+
+
+def resolve_accel(requested: str, image: Path, run_dir: Path) -> str:
+    return detect_accel(image, run_dir) if requested == "auto" else requested
+
+
+def add_guest_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--accel", choices=["auto", "kvm", "tcg"], default="auto",
+                   help="QEMU accelerator (default: KVM if a trial guest boots, else TCG)")
+    p.add_argument("--cpus", type=int, default=2, help="guest CPUs (default 2)")
+    p.add_argument("--memory", type=parse_size, default=None,
+                   help="guest memory, e.g. 8G (default: what the scenario needs)")
+    p.add_argument("--append", action="append", default=[], metavar="PARAM",
+                   help="extra kernel parameter (repeatable)")
+
+
+def _cmd_boot(args: argparse.Namespace) -> int:
+    from meminit import build, report, source  # noqa: PLC0415 - only this command needs them
+
+    kernel = build.kernel_for(args.variant, source.prepare_trees())
+    if not kernel.image.exists():
+        build.build(kernel)
+    run_dir = report.new_run_dir("boot")
+    accel = resolve_accel(args.accel, kernel.image, run_dir)
+    spec = BootSpec(image=kernel.image, name=args.variant, script=args.command,
+                    memory_bytes=args.memory or 4 * GIB, cpus=args.cpus, append=args.append)
+    result = boot(spec, run_dir, accel)
+    print(f"guest exit {result.exit_code} after {result.seconds:.0f}s ({accel}); logs in {run_dir}")
+    return result.exit_code
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("boot", help="boot a built kernel and run a command in the guest")
+    p.add_argument("variant", nargs="?", default="series", choices=["base", "series"])
+    p.add_argument("-c", "--command", default="uname -r", help="shell command to run in the guest")
+    add_guest_options(p)
+    p.set_defaults(func=_cmd_boot)

@@ -1,0 +1,28 @@
+"""Shared fixtures: the kernel tree and the once-per-session series kernel boot."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from meminit import source
+
+
+@pytest.fixture(scope="session")
+def kernel_trees() -> source.Trees:
+    """The unpacked 6.12 source with patches/ applied (unpacked on first use)."""
+    return source.prepare_trees()
+
+
+def git_repo(path: Path) -> Path:
+    """A tiny git repository with one commit tagged `base`, for source.py tests."""
+    path.mkdir(parents=True, exist_ok=True)
+    ident = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "-C", str(path), "init", "-q", "-b", "series"], check=True)
+    (path / "file.c").write_text("".join(f"line {i}\n" for i in range(1, 21)))
+    subprocess.run(["git", "-C", str(path), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(path), *ident, "commit", "-q", "-m", "base"], check=True)
+    subprocess.run(["git", "-C", str(path), "tag", "base"], check=True)
+    return path

@@ -1,0 +1,26 @@
+from meminit import kconfig
+
+
+def test_parse_config_reads_values_and_unset_lines():
+    text = "CONFIG_A=y\n# CONFIG_B is not set\nCONFIG_C=\"x\"\nCONFIG_D=n\n# comment\n"
+    assert kconfig.parse_config(text) == {"CONFIG_A": "y", "CONFIG_B": "n", "CONFIG_C": '"x"', "CONFIG_D": "n"}
+
+
+def test_dropped_options_names_each_lost_option():
+    wanted = {"CONFIG_ZONE_DEVICE": "y", "CONFIG_TEST_HMM": "y", "CONFIG_USB": "n", "CONFIG_NR_CPUS": "8"}
+    final = {"CONFIG_ZONE_DEVICE": "y", "CONFIG_NR_CPUS": "64"}
+    assert kconfig.dropped_options(wanted, final) == [
+        "CONFIG_TEST_HMM=y (olddefconfig left it unset)",
+        "CONFIG_NR_CPUS=8 (olddefconfig left 64)",
+    ]
+
+
+def test_fragments_require_the_scenario_options():
+    wanted = kconfig.wanted_options(kconfig.fragments_for("series"))
+    for option in ("CONFIG_SPARSEMEM_VMEMMAP", "CONFIG_MEMORY_HOTPLUG", "CONFIG_ZONE_DEVICE",
+                   "CONFIG_LIBNVDIMM", "CONFIG_BLK_DEV_PMEM", "CONFIG_ND_PFN", "CONFIG_FS_DAX",
+                   "CONFIG_DEV_DAX_PMEM", "CONFIG_X86_PMEM_LEGACY", "CONFIG_ACPI_NFIT",
+                   "CONFIG_DEVICE_PRIVATE", "CONFIG_TEST_HMM", "CONFIG_TRANSPARENT_HUGEPAGE",
+                   "CONFIG_HUGETLBFS", "CONFIG_DYNAMIC_DEBUG", "CONFIG_KUNIT", "CONFIG_VIRTIO_CONSOLE",
+                   "CONFIG_9P_FS", "CONFIG_OVERLAY_FS"):
+        assert wanted.get(option) == "y", option

@@ -1,0 +1,85 @@
+"""Builds the series kernel, boots it once under QEMU, and checks what that boot shows.
+
+One boot serves every check: the running kernel is ours, the log has no oops/WARN,
+every KUnit suite of config/kunit-suites.txt ran and passed (parsed by kunit.py), and
+a small fsdax map=dev namespace rebinds with timed, identical memmap initialisation.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from meminit import build, ktap, paths, report, scenarios, vm
+
+pytestmark = pytest.mark.kernel
+
+PMEM = 512 << 20
+REBINDS = 2
+
+
+@dataclass
+class SeriesBoot:
+    kernel: build.Kernel
+    run_dir: Path
+    result: vm.BootResult
+    accel: str
+
+
+def expected_suites() -> list[str]:
+    text = (paths.CONFIG_DIR / "kunit-suites.txt").read_text()
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+@pytest.fixture(scope="module")
+def series_boot(kernel_trees) -> SeriesBoot:
+    kernel = build.kernel_for("series", kernel_trees)
+    build.build(kernel)
+    run_dir = report.new_run_dir("test")
+    accel = vm.resolve_accel("auto", kernel.image, run_dir)
+    memory, memmap = vm.pmem_layout(PMEM, None)
+    script = run_dir / "guest.sh"
+    script.write_text(scenarios.guest_script(scenarios.SCENARIOS["fsdax-mapdev"],
+                                             list(scenarios.DEFAULT_VARIANTS), REBINDS)
+                      + "uname -r > uname.txt\n")
+    spec = vm.BootSpec(image=kernel.image, name="series", script=f"bash {shlex.quote(str(script))}",
+                       memory_bytes=memory, cpus=2, append=[memmap], timeout_s=1200)
+    result = vm.boot(spec, run_dir, accel)
+    return SeriesBoot(kernel=kernel, run_dir=run_dir, result=result, accel=accel)
+
+
+def test_guest_runs_our_kernel(series_boot):
+    assert series_boot.result.exit_code == 0, series_boot.result.console
+    uname = (series_boot.run_dir / "uname.txt").read_text().strip()
+    assert uname == series_boot.kernel.release
+    assert uname.endswith("-meminit-series")
+
+
+def test_boot_log_has_no_oops_or_warning(series_boot):
+    log = series_boot.result.console.read_text(errors="replace")
+    assert "Linux version" in log
+    assert vm.kernel_failures(log) == []
+
+
+def test_kunit_suites_pass(series_boot, kernel_trees):
+    kunit = ktap.parse(series_boot.result.console.read_text(errors="replace"), kernel_trees.series)
+    (series_boot.run_dir / "kunit.txt").write_text(kunit.summary + "\n")
+    missing = set(expected_suites()) - kunit.suites()
+    assert not missing, f"suites that did not run: {missing}; see {series_boot.run_dir / 'kunit.txt'}"
+    assert kunit.ok, f"KUnit failures: {kunit.failed()}; see {series_boot.run_dir / 'kunit.txt'}"
+
+
+def test_pmem_rebinds_are_timed_for_every_variant(series_boot):
+    samples = scenarios.parse_init_samples(series_boot.result.dmesg.read_text(errors="replace"))
+    rebinds = [s for s in samples if s.phase == "rebind"]
+    variants = {s.variant for s in rebinds}
+    assert variants in ({"default"}, set(scenarios.DEFAULT_VARIANTS)), variants
+    assert len(rebinds) == REBINDS * len(variants)
+    # 512 MiB of pmem: every rebind initialises the same, non-zero number of pages.
+    assert len({s.pages for s in rebinds}) == 1 and rebinds[0].pages > 0
+    hashes = series_boot.run_dir / "hashes.txt"
+    if hashes.exists():
+        assert scenarios.hash_mismatch(scenarios.parse_hashes(hashes.read_text())) is None

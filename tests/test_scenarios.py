@@ -1,0 +1,58 @@
+import subprocess
+
+from meminit import scenarios
+
+DMESG = """\
+[    9.000] meminit-mark first slow 0
+[    9.100] memmap_init_zone_device initialised 257536 pages in 64ms (63123456 ns, mode slow)
+[   10.000] meminit-mark rebind slow 1
+[   10.100] memmap_init_zone_device initialised 257536 pages in 12ms (11500000 ns, mode slow)
+[   11.000] meminit-mark rebind template 1
+[   11.100] memmap_init_zone_device initialised 257536 pages in 8ms (7250000 ns, mode template)
+[   11.200] memmap_init_zone_device initialised 1024 pages in 0ms (50000 ns, mode template)
+[   12.000] meminit-mark rebind slow 2
+[   12.100] memmap_init_zone_device initialised 257536 pages in 12ms (12500000 ns, mode slow)
+"""
+
+
+def test_samples_are_attributed_to_the_marker_before_them_and_summed_per_bind():
+    samples = scenarios.parse_init_samples(DMESG)
+    by_key = {(s.phase, s.variant, s.iteration): s for s in samples}
+    assert by_key[("first", "slow", 0)].ms == 63.123456
+    assert by_key[("rebind", "template", 1)].pages == 257536 + 1024
+    assert abs(by_key[("rebind", "template", 1)].ms - 7.3) < 1e-9
+    assert all(s.resolution == "ns" for s in samples)
+
+
+def test_base_kernel_lines_fall_back_to_jiffies_milliseconds():
+    text = ("[1] meminit-mark rebind default 1\n"
+            "[2] memmap_init_zone_device initialised 100 pages in 4ms\n")
+    (sample,) = scenarios.parse_init_samples(text)
+    assert (sample.variant, sample.ms, sample.resolution) == ("default", 4.0, "jiffies")
+
+
+def test_lines_before_any_marker_are_ignored():
+    assert scenarios.parse_init_samples("[1] memmap_init_zone_device initialised 1 pages in 0ms\n") == []
+
+
+def test_group_samples_keeps_first_bind_apart():
+    groups = scenarios.group_samples("series", scenarios.parse_init_samples(DMESG))
+    slow = next(g for g in groups if g["variant"] == "slow")
+    assert slow["steady_ms"] == [11.5, 12.5] and slow["first_ms"] == 63.123456
+    template = next(g for g in groups if g["variant"] == "template")
+    assert template["first_ms"] is None
+
+
+def test_hash_mismatch_detects_a_differing_variant():
+    same = scenarios.parse_hashes("meminit-mark-hash slow 1 abc\nmeminit-mark-hash template 1 abc\n")
+    assert scenarios.hash_mismatch(same) is None
+    differ = scenarios.parse_hashes("meminit-mark-hash slow 1 abc\nmeminit-mark-hash template 1 abd\n")
+    assert "template: abd" in scenarios.hash_mismatch(differ)
+
+
+def test_guest_scripts_are_valid_bash(tmp_path):
+    for scenario in scenarios.SCENARIOS.values():
+        script = tmp_path / f"{scenario.name}.sh"
+        script.write_text(scenarios.guest_script(scenario, ["slow", "template"], 3))
+        subprocess.run(["bash", "-n", str(script)], check=True)
+        assert "--mode=" in script.read_text()

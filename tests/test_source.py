@@ -1,0 +1,97 @@
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import git_repo
+from meminit import source
+from meminit.errors import MeminitError
+
+IDENT = ["-c", "user.name=t", "-c", "user.email=t@t"]
+
+
+def commit_change(repo: Path, old: str, new: str, subject: str) -> None:
+    f = repo / "file.c"
+    f.write_text(f.read_text().replace(old, new))
+    subprocess.run(["git", "-C", str(repo), *IDENT, "commit", "-q", "-am", subject], check=True)
+
+
+def test_read_series_follows_series_file_order(tmp_path):
+    for name in ("0001-a.patch", "0002-b.patch"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / "series").write_text("# order\n0002-b.patch\n\n0001-a.patch\n")
+    assert [p.name for p in source.read_series(tmp_path)] == ["0002-b.patch", "0001-a.patch"]
+
+
+def test_read_series_rejects_missing_and_unlisted(tmp_path):
+    (tmp_path / "0001-a.patch").write_text("x")
+    (tmp_path / "series").write_text("0001-a.patch\n0002-gone.patch\n")
+    with pytest.raises(MeminitError, match="0002-gone.patch"):
+        source.read_series(tmp_path)
+    (tmp_path / "series").write_text("")
+    with pytest.raises(MeminitError, match="not listed.*0001-a.patch"):
+        source.read_series(tmp_path)
+
+
+def test_export_then_apply_round_trip(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    commit_change(repo, "line 3\n", "line three\n", "first change")
+    commit_change(repo, "line 15\n", "line fifteen\n", "second change")
+    patch_dir = tmp_path / "patches"
+    written = source.export_series(repo, patch_dir)
+    assert [p.name for p in written] == ["0001-first-change.patch", "0002-second-change.patch"]
+    assert (patch_dir / "series").read_text().split() == [p.name for p in written]
+    assert "From 0000000000000000000000000000000000000000" in written[0].read_text()
+    expected = (repo / "file.c").read_text()
+    source.apply_series(repo, source.read_series(patch_dir))
+    assert (repo / "file.c").read_text() == expected
+    assert source.patch_ids(repo, "base..HEAD") == source.file_patch_ids(written)
+
+
+def test_failing_patch_names_patch_and_rejected_hunk(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    commit_change(repo, "line 10\n", "line ten\n", "change ten")
+    patch_dir = tmp_path / "patches"
+    source.export_series(repo, patch_dir)
+    # Make the base disagree with the patch's context so it cannot apply.
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "base"], check=True)
+    (repo / "file.c").write_text((repo / "file.c").read_text().replace("line 10\n", "line X\n"))
+    subprocess.run(["git", "-C", str(repo), *IDENT, "commit", "-q", "-am", "moved base"], check=True)
+    subprocess.run(["git", "-C", str(repo), "tag", "-f", "base"], check=True, capture_output=True)
+    with pytest.raises(MeminitError) as err:
+        source.apply_series(repo, source.read_series(patch_dir))
+    text = str(err.value)
+    assert "0001-change-ten.patch" in text
+    assert "rejected hunk in file.c" in text and "+line ten" in text
+
+
+def test_rejected_hunk_picks_the_hunk_at_the_reported_line():
+    patch = """diff --git a/x.c b/x.c
+--- a/x.c
++++ b/x.c
+@@ -1,3 +1,3 @@
+-a
++b
+@@ -40,3 +40,3 @@
+-c
++d
+diff --git a/y.c b/y.c
+@@ -40,1 +40,1 @@
+-e
++f
+"""
+    assert source.rejected_hunk(patch, "x.c", 40) == "@@ -40,3 +40,3 @@\n-c\n+d"
+    assert source.rejected_hunk(patch, "y.c", 40) == "@@ -40,1 +40,1 @@\n-e\n+f"
+
+
+def test_tree_with_unexported_commit_is_not_reset(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    source.apply_series(repo, [])
+    assert source._tree_has_own_work(repo) is None
+    commit_change(repo, "line 2\n", "line two\n", "my work")
+    assert "never exported" in source._tree_has_own_work(repo)
+
+
+def test_repo_series_is_consistent():
+    """patches/series and patches/*.patch agree (the real series of this checkout)."""
+    source.read_series()

@@ -1,0 +1,49 @@
+import pytest
+
+from meminit import vm
+from meminit.errors import MeminitError
+
+G = 1 << 30
+
+
+def test_parse_and_format_size():
+    assert vm.parse_size("4G") == 4 * G
+    assert vm.parse_size("512M") == 512 << 20
+    assert vm.parse_size("2GiB") == 2 * G
+    assert vm.format_size(3 * G) == "3G"
+    with pytest.raises(MeminitError):
+        vm.parse_size("lots")
+
+
+def test_pmem_layout_sizes_guest_and_memmap_parameter():
+    memory, param = vm.pmem_layout(2 * G, None)
+    assert memory == 5 * G
+    assert param == "memmap=2G!4G"
+
+
+def test_pmem_layout_refuses_pmem_the_guest_cannot_address():
+    with pytest.raises(MeminitError, match="does not fit a 4G guest.*--memory 7G"):
+        vm.pmem_layout(4 * G, 4 * G)
+    with pytest.raises(MeminitError, match="multiple of 128M"):
+        vm.pmem_layout(100 << 20, None)
+
+
+def test_kernel_failures_finds_oops_warn_panic_but_not_normal_lines():
+    log = "\n".join([
+        "[    1.0] Linux version 6.12.117-meminit-series",
+        "[    2.0] WARNING: CPU: 0 PID: 1 at mm/mm_init.c:1000 memmap_init_zone_device+0x1/0x2",
+        "[    3.0] BUG: unable to handle page fault for address: 0000",
+        "[    4.0] Kernel panic - not syncing: Fatal exception",
+        "[    5.0] ok 1 memmap_template_bitexact",
+    ])
+    found = vm.kernel_failures(log)
+    assert len(found) == 3 and found[0].startswith("[    2.0] WARNING")
+
+
+def test_vng_command_selects_accelerator_and_passes_parameters(tmp_path):
+    spec = vm.BootSpec(image=tmp_path / "bzImage", name="t", script="true", memory_bytes=5 * G,
+                       cpus=2, append=["memmap=2G!4G"])
+    tcg = vm.vng_command(spec, "tcg", tmp_path)
+    assert "--disable-kvm" in tcg and "5120M" in tcg and "memmap=2G!4G" in tcg
+    kvm = vm.vng_command(spec, "kvm", tmp_path)
+    assert "--disable-kvm" not in kvm and "-machine q35" in kvm
