@@ -20,7 +20,8 @@ def test_fragments_require_the_scenario_options():
     for option in ("CONFIG_SPARSEMEM_VMEMMAP", "CONFIG_MEMORY_HOTPLUG", "CONFIG_ZONE_DEVICE",
                    "CONFIG_LIBNVDIMM", "CONFIG_BLK_DEV_PMEM", "CONFIG_ND_PFN", "CONFIG_FS_DAX",
                    "CONFIG_DEV_DAX_PMEM", "CONFIG_X86_PMEM_LEGACY", "CONFIG_ACPI_NFIT",
-                   "CONFIG_DEVICE_PRIVATE", "CONFIG_TEST_HMM", "CONFIG_TRANSPARENT_HUGEPAGE",
+                   "CONFIG_DEVICE_PRIVATE", "CONFIG_TRANSPARENT_HUGEPAGE",
                    "CONFIG_HUGETLBFS", "CONFIG_DYNAMIC_DEBUG", "CONFIG_KUNIT", "CONFIG_VIRTIO_CONSOLE",
                    "CONFIG_9P_FS", "CONFIG_OVERLAY_FS"):
         assert wanted.get(option) == "y", option
+    assert wanted["CONFIG_TEST_HMM"] == "m"  # the device-private scenario loads and unloads it

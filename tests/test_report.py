@@ -17,7 +17,7 @@ def test_stats():
 
 
 def test_memmap_table_has_ratios_to_slow_and_base_and_tcg_label():
-    text = report.render_memmap(RESULT)
+    text = report.render(RESULT)
     template_row = next(line for line in text.splitlines() if " template " in line)
     assert "5.50 ± 0.71" in template_row
     assert template_row.split()[-2:] == ["0.50", "0.55"]

@@ -55,4 +55,11 @@ def test_guest_scripts_are_valid_bash(tmp_path):
         script = tmp_path / f"{scenario.name}.sh"
         script.write_text(scenarios.guest_script(scenario, ["slow", "template"], 3))
         subprocess.run(["bash", "-n", str(script)], check=True)
-        assert "--mode=" in script.read_text()
+        assert scenario.setup in script.read_text() and scenario.bind in script.read_text()
+
+
+def test_pmem_scenarios_need_pmem_and_device_private_does_not():
+    assert "--map=dev" in scenarios.SCENARIOS["fsdax-mapdev"].setup
+    assert "--align=2M" in scenarios.SCENARIOS["devdax-2m"].setup
+    assert scenarios.SCENARIOS["fsdax-mapdev"].uses_pmem
+    assert not scenarios.SCENARIOS["device-private"].uses_pmem

@@ -95,3 +95,15 @@ def test_tree_with_unexported_commit_is_not_reset(tmp_path):
 def test_repo_series_is_consistent():
     """patches/series and patches/*.patch agree (the real series of this checkout)."""
     source.read_series()
+
+
+def test_added_lines_and_w1_warnings_on_them(tmp_path):
+    from meminit import checks
+
+    repo = git_repo(tmp_path / "repo")
+    commit_change(repo, "line 5\n", "line 5\nnew a\nnew b\n", "add two lines")
+    added = checks.added_lines(repo, "base..HEAD")
+    assert added == {"file.c": {6, 7}}
+    log = ("../../linux/file.c:6:3: warning: unused variable 'x' [-Wunused-variable]\n"
+           "../../linux/file.c:2:1: warning: old code warns too\n")
+    assert checks.new_warnings(log, added) == [log.splitlines()[0]]

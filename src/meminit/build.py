@@ -87,6 +87,9 @@ def build(kernel: Kernel, jobs: int | None = None) -> float:
 
 
 def build_variants(variants: list[str], reset: bool = False, jobs: int | None = None) -> dict[str, Kernel]:
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise MeminitError(f"unknown kernel {', '.join(unknown)}: choose from {', '.join(VARIANTS)}")
     trees = source.prepare_trees(reset=reset)
     kernels = {}
     for variant in variants:
@@ -103,8 +106,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("build", help="build the base and/or series kernel (ccache, trimmed config)")
-    p.add_argument("variants", nargs="*", choices=[*VARIANTS, []], metavar="VARIANT",
-                   help="base and/or series (default: series)")
+    p.add_argument("variants", nargs="*", metavar="VARIANT", help="base and/or series (default: series)")
     p.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: number of CPUs)")
     p.add_argument("--reset", action="store_true", help="discard unexported work in work/linux")
     p.set_defaults(func=_cmd_build)

@@ -12,6 +12,7 @@ from meminit.errors import MeminitError
 COMMAND_MODULES = [
     "meminit.source",
     "meminit.build",
+    "meminit.checks",
     "meminit.vm",
     "meminit.scenarios",
     "meminit.report",

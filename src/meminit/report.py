@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import paths
+from meminit import fork, paths
 from meminit.errors import MeminitError
 
 TCG_LABEL = "TCG: functional timings, not performance figures"
@@ -67,12 +67,16 @@ def render_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
+def memmap_scenarios(result: dict) -> list[dict]:
+    return [s for s in result["scenarios"] if s.get("kind", "memmap") == "memmap"]
+
+
 def memmap_rows(result: dict) -> tuple[list[str], list[list[str]]]:
     """Rows shaped like the public cover letter: first bind apart, steady state, ratios."""
     header = ["scenario", "kernel", "variant", "pages", "first bind ms", "steady ms (mean ± sd)",
               "min", "max", "n", "vs slow", "vs base"]
     rows: list[list[str]] = []
-    for scen in result["scenarios"]:
+    for scen in memmap_scenarios(result):
         groups = scen["groups"]
         means = {(g["kernel"], g["variant"]): Stats.of(g["steady_ms"]).mean
                  for g in groups if g["steady_ms"]}
@@ -91,9 +95,15 @@ def memmap_rows(result: dict) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def render_memmap(result: dict) -> str:
-    header, rows = memmap_rows(result)
-    lines = [render_table(header, rows)]
+def render(result: dict) -> str:
+    """Every scenario of a run: the memmap table, then a fork table per kernel."""
+    lines = []
+    if memmap_scenarios(result):
+        lines.append(render_table(*memmap_rows(result)))
+    for scen in result["scenarios"]:
+        if scen.get("kind") == "fork":
+            for kernel, rows in scen["runs"].items():
+                lines += ["", f"fork: {kernel} kernel", fork.fork_table(rows)]
     if result.get("accel") == "tcg":
         lines.append(f"({TCG_LABEL})")
     lines.append(f"accelerator {result.get('accel')}, guest {result.get('guest_cpus')} CPUs / "
@@ -108,7 +118,7 @@ def plot_memmap(result: dict, out: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    scenarios = result["scenarios"]
+    scenarios = memmap_scenarios(result)
     fig, axes = plt.subplots(len(scenarios), 2, figsize=(12, 4 * len(scenarios)), squeeze=False)
     for (ax_iter, ax_ratio), scen in zip(axes, scenarios):
         for g in scen["groups"]:
@@ -133,14 +143,28 @@ def plot_memmap(result: dict, out: Path) -> Path:
     return out
 
 
+def plot(result: dict, run_dir: Path) -> list[Path]:
+    pngs = []
+    if memmap_scenarios(result):
+        pngs.append(plot_memmap(result, run_dir / "plot.png"))
+    for scen in result["scenarios"]:
+        if scen.get("kind") == "fork":
+            title = f"fork with N VMAs ({result.get('accel')})"
+            if result.get("accel") == "tcg":
+                title += f" - {TCG_LABEL}"
+            fork.plot_forks(scen["runs"], run_dir / "fork.png", title)
+            pngs.append(run_dir / "fork.png")
+    return pngs
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     run_dir, result = load_json(args.run)
     kind = result.get("kind")
     if kind != "memmap":
         raise MeminitError(f"{run_dir}: 'meminit report' renders scenario runs; this one is {kind!r}")
-    print(render_memmap(result))
-    png = plot_memmap(result, run_dir / "plot.png")
-    print(f"plot: {png}")
+    print(render(result))
+    for png in plot(result, run_dir):
+        print(f"plot: {png}")
     return 0
 
 

@@ -31,6 +31,7 @@ Q35_LOW_RAM = 2 * GIB
 PMEM_OFFSET = 4 * GIB
 # Ordinary RAM the guest keeps for itself beside the pmem (low RAM + this much high RAM).
 GUEST_HEADROOM = 1 * GIB
+DEFAULT_MEMORY = 4 * GIB
 
 ACCEL_CACHE = paths.CACHE / "accel.json"
 TRIAL_TIMEOUT_S = 90
@@ -225,7 +226,7 @@ def _cmd_boot(args: argparse.Namespace) -> int:
     run_dir = report.new_run_dir("boot")
     accel = resolve_accel(args.accel, kernel.image, run_dir)
     spec = BootSpec(image=kernel.image, name=args.variant, script=args.command,
-                    memory_bytes=args.memory or 4 * GIB, cpus=args.cpus, append=args.append)
+                    memory_bytes=args.memory or DEFAULT_MEMORY, cpus=args.cpus, append=args.append)
     result = boot(spec, run_dir, accel)
     print(f"guest exit {result.exit_code} after {result.seconds:.0f}s ({accel}); logs in {run_dir}")
     return result.exit_code
