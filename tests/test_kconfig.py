@@ -19,7 +19,7 @@ def test_fragments_require_the_scenario_options():
     wanted = kconfig.wanted_options(kconfig.fragments_for("series"))
     for option in ("CONFIG_SPARSEMEM_VMEMMAP", "CONFIG_MEMORY_HOTPLUG", "CONFIG_ZONE_DEVICE",
                    "CONFIG_LIBNVDIMM", "CONFIG_BLK_DEV_PMEM", "CONFIG_ND_PFN", "CONFIG_FS_DAX",
-                   "CONFIG_DEV_DAX_PMEM", "CONFIG_X86_PMEM_LEGACY", "CONFIG_ACPI_NFIT",
+                   "CONFIG_DEV_DAX_PMEM", "CONFIG_X86_PMEM_LEGACY",
                    "CONFIG_DEVICE_PRIVATE", "CONFIG_TRANSPARENT_HUGEPAGE",
                    "CONFIG_HUGETLBFS", "CONFIG_DYNAMIC_DEBUG", "CONFIG_KUNIT", "CONFIG_VIRTIO_CONSOLE",
                    "CONFIG_9P_FS", "CONFIG_OVERLAY_FS"):
