@@ -1,0 +1,246 @@
+"""Tests of `meminit microbench`: the pure logic, and the benchmark's own
+correctness check (every record-fill strategy byte-equal to the replayed
+kernel slow path, every clearing strategy exact), run at a small size."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from meminit import microbench as mb
+from meminit.errors import MeminitError
+
+
+# ------------------------------------------------------------------ parsing
+
+def test_parse_size():
+    assert mb.parse_size("16M") == 16 << 20
+    assert mb.parse_size("1G") == 1 << 30
+    assert mb.parse_size("4K") == 4096
+    assert mb.parse_size("32MiB") == 32 << 20
+    assert mb.parse_size("4096") == 4096
+    with pytest.raises(MeminitError):
+        mb.parse_size("lots")
+    with pytest.raises(MeminitError):
+        mb.parse_size("-1M")
+
+
+def test_human_size():
+    assert mb.human_size(1 << 30) == "1G"
+    assert mb.human_size(32 << 20) == "32M"
+    assert mb.human_size(4096) == "4K"
+    assert mb.human_size(1000) == "1000"
+
+
+def test_parse_line_sample_skip_info():
+    kind, f = mb.parse_line("sample kind=fill strategy=movnti layout=o9 dest=cold size=1073741824 "
+                            "threads=2 rep=3 ns=50000000 bytes=1073741824 cpu_ns=49000000\n")
+    assert kind == "sample"
+    assert f["strategy"] == "movnti" and f["threads"] == 2 and f["ns"] == 50_000_000
+    kind, f = mb.parse_line("skip kind=fault strategy=hugetlb-1G reason=mmap failed: Cannot allocate memory")
+    assert kind == "skip" and f["strategy"] == "hugetlb-1G"
+    assert f["reason"] == "mmap failed: Cannot allocate memory"
+    assert mb.parse_line("info llc_bytes=33554432") == ("info", {"llc_bytes": 33554432})
+    assert mb.parse_line("meminit-bench: repetition 1/5") is None
+
+
+def test_parse_line_rejects_bad_samples():
+    with pytest.raises(MeminitError):
+        mb.parse_line("sample kind=fill strategy=x ns=0 bytes=64")
+    with pytest.raises(MeminitError):
+        mb.parse_line("sample kind=fill strategy=x bytes=64")
+    with pytest.raises(MeminitError):
+        mb.parse_line("sample kind=fill strategy=x ns=10 bytes=64 garbage")
+
+
+# -------------------------------------------------------------------- stats
+
+def fill(strategy, ns, rep=0, threads=1, layout="o0", dest="cold", size=1 << 30):
+    return {"kind": "fill", "strategy": strategy, "layout": layout, "dest": dest, "size": size,
+            "threads": threads, "rep": rep, "ns": ns, "bytes": size, "cpu_ns": ns}
+
+
+def clear(strategy, unit, ns, size=1 << 30):
+    return {"kind": "clear", "strategy": strategy, "unit": unit, "size": size, "threads": 1,
+            "rep": 0, "ns": ns, "bytes": size}
+
+
+def test_summarize_min_median_max_and_ratios():
+    g = 1 << 30
+    samples = [fill("slow", g // 5, rep=r) for r in range(3)]                 # 5 GB/s
+    samples += [fill("movnti", g // d, rep=r) for r, d in enumerate((10, 20, 15))]
+    samples += [clear("stosb-4K", 4096, g // 20), clear("stosb-1G", g, g // 40)]
+    rows = mb.summarize(samples)
+    by = {r["strategy"]: r for r in rows}
+    assert by["movnti"]["n"] == 3
+    assert by["movnti"]["median"] == pytest.approx(g / (g // 15))
+    assert by["movnti"]["min"] == pytest.approx(g / (g // 10))
+    assert by["movnti"]["max"] == pytest.approx(g / (g // 20))
+    limit = mb.machine_limit(rows, llc_bytes=32 << 20)
+    assert limit["zero"]["case"].startswith("clear stosb-1G")
+    assert limit["zero"]["gbps"] == pytest.approx(g / (g // 40))
+    assert limit["data"]["case"].startswith("fill movnti")
+    mb.add_ratios(rows, limit)
+    assert by["slow"]["x_slow"] == pytest.approx(1.0)
+    assert by["movnti"]["x_slow"] == pytest.approx((g / (g // 15)) / (g / (g // 5)))
+    assert by["movnti"]["x_slow_best"] == pytest.approx((g / (g // 20)) / (g / (g // 5)))
+    assert by["stosb-1G"]["x_4k"] == pytest.approx((g / (g // 40)) / (g / (g // 20)))
+    assert by["stosb-1G"]["x_limit"] == pytest.approx(1.0)
+    assert by["movnti"]["x_limit"] == pytest.approx(1.0)          # against the data limit
+    assert by["slow"]["x_limit"] == pytest.approx(5 / 15, rel=1e-3)
+
+
+def test_ratio_uses_same_threads_layout_dest():
+    g = 1 << 30
+    samples = [fill("slow", g // 5), fill("slow", g // 10, threads=2),
+               fill("template", g // 10), fill("template", g // 10, threads=2),
+               fill("slow", g // 2, dest="warm"), fill("template", g // 8, dest="warm")]
+    rows = mb.summarize(samples)
+    mb.add_ratios(rows, {})
+    got = {(r["strategy"], r["threads"], r["dest"]): r.get("x_slow") for r in rows}
+    assert got[("template", 1, "cold")] == pytest.approx(2.0)
+    assert got[("template", 2, "cold")] == pytest.approx(1.0)
+    assert got[("template", 1, "warm")] == pytest.approx(4.0)
+    scaling = {(s["strategy"], s["dest"]): s["ratio"] for s in mb.thread_scaling(rows)}
+    assert scaling[("slow", "cold")] == pytest.approx(2.0)
+    assert scaling[("template", "cold")] == pytest.approx(1.0)
+
+
+def test_machine_limit_ignores_in_cache_fills_and_separates_zeros():
+    samples = [fill("template", 1 << 20, size=16 << 20, dest="warm"),   # in cache, very fast
+               fill("template", 50_000_000), clear("stosb-1G", 1 << 30, 25_000_000),
+               clear("avx512nt_nz-1G", 1 << 30, 40_000_000)]
+    rows = mb.summarize(samples)
+    limit = mb.machine_limit(rows, llc_bytes=32 << 20)
+    assert limit["zero"]["case"].startswith("clear stosb-1G")
+    assert limit["data"]["case"].startswith("clear avx512nt_nz-1G")
+    assert limit["data"]["gbps"] == pytest.approx((1 << 30) / 40_000_000)
+    mb.add_ratios(rows, limit)
+    probe = next(r for r in rows if r["strategy"] == "avx512nt_nz-1G")
+    assert "x_4k" not in probe and probe["x_limit"] == pytest.approx(1.0)
+
+
+def test_best_fill_excludes_slow_paths():
+    g = 1 << 30
+    rows = mb.summarize([fill("slow", g // 50), fill("slow-saferet", g // 40), fill("movntdq", g // 20),
+                         fill("template", g // 30, threads=2)])
+    assert mb.best_fill(rows, g, "o0")["strategy"] == "template"
+
+
+def test_render_table_alignment_and_shape():
+    text = mb.render_table(["strategy", "GB/s"], [["slow", "5.00"], ["avx512nt", "24.80"]])
+    lines = text.splitlines()
+    assert lines[0].startswith("strategy") and lines[1].startswith("--------")
+    assert lines[2] == "slow       5.00"
+    assert lines[3] == "avx512nt  24.80"
+    with pytest.raises(ValueError):
+        mb.render_table(["a", "b"], [["only one"]])
+
+
+def test_render_report_contains_load_and_answers():
+    g = 1 << 30
+    samples = [fill("slow", g // 5, rep=r) for r in range(5)] + [fill("movnti", g // 20, rep=r) for r in range(5)]
+    samples += [clear("stosb-4K", 4096, g // 20), clear("stosb-2M", 2 << 20, g // 25)]
+    rows = mb.summarize(samples)
+    limit = mb.machine_limit(rows, 32 << 20)
+    mb.add_ratios(rows, limit)
+    result = {"date": "2026-11-22T00:00:00Z", "machine": {"cpu_model": "AMD EPYC", "kernel": "6.18"},
+              "loadavg_start": "1.00 2.00 3.00", "loadavg_end": "0.50 0.40 0.30",
+              "options": {"reps": 5, "nice": 0}, "limit": limit, "summary": rows,
+              "thread_scaling": [], "skips": [{"kind": "fault", "strategy": "hugetlb-1G", "reason": "no pages"}]}
+    text = mb.render_report(result)
+    assert "start 1.00 2.00 3.00" in text and "end 0.50 0.40 0.30" in text
+    assert "movnti t1 20.00 GB/s" in text
+    assert "= 4.00x slow" in text
+    assert "clear extent stosb-2M over 4K pages: 1.25x" in text
+    assert "skipped fault hugetlb-1G: no pages" in text
+    json.dumps(result)  # serialisable as result.json
+
+
+def test_parse_cpuinfo():
+    text = "processor\t: 0\nmodel name\t: AMD EPYC 9004\nflags\t\t: fpu sse2 avx512f clzero\n\nprocessor\t: 1\n"
+    info = mb.parse_cpuinfo(text)
+    assert info["cpu_model"] == "AMD EPYC 9004"
+    assert "clzero" in info["flags"] and "avx512f" in info["flags"]
+
+
+def test_hugetlb_reservation_restores(tmp_path: Path):
+    d = tmp_path / "hugepages-2048kB"
+    d.mkdir()
+    (d / "nr_hugepages").write_text("3\n")
+    (d / "free_hugepages").write_text("1\n")
+    plan = mb.hugetlb_plan(["anon-4K", "hugetlb-2M", "hugetlb-1G"], 8 << 20)
+    assert plan == {"hugetlb-2M": 4, "hugetlb-1G": 1}
+    with mb.HugetlbReservation(plan, root=tmp_path) as r:
+        # a plain file does not grow free_hugepages, as a kernel short of memory
+        # would not: the shortfall is reported and the pool size put back at once
+        assert "hugetlb-2M" in r.skipped and "got 1" in r.skipped["hugetlb-2M"]
+        assert (d / "nr_hugepages").read_text() == "3"
+        assert "hugetlb-1G" in r.skipped  # no such pool directory
+    assert (d / "nr_hugepages").read_text() == "3"
+
+
+def test_hugetlb_reservation_enough_free_pages_untouched(tmp_path: Path):
+    d = tmp_path / "hugepages-2048kB"
+    d.mkdir()
+    (d / "nr_hugepages").write_text("8\n")
+    (d / "free_hugepages").write_text("8\n")
+    with mb.HugetlbReservation({"hugetlb-2M": 4}, root=tmp_path) as r:
+        assert r.skipped == {}
+    assert (d / "nr_hugepages").read_text() == "8\n"
+
+
+# ------------------------------------------------------- the benchmark itself
+
+@pytest.fixture(scope="module")
+def bench_binary() -> Path:
+    return mb.build()
+
+
+def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
+    proc = subprocess.run([str(bench_binary), "verify", "--size", "2M"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ok = [l for l in proc.stdout.splitlines() if l.startswith("ok ")]
+    # reference checks, every fill strategy x layout x pgmap type x thread count, every clear
+    assert any(l.startswith("ok reference o9/fsdax") for l in ok)
+    for name in ("slow", "slow-saferet", "template", "movnti", "movntdq", "repmovsb"):
+        for layout in ("o0", "o9", "o9pre"):
+            assert any(f"fill {name} layout={layout} pgmap=private threads=2" in l for l in ok), (name, layout)
+    for name in ("stosb", "stosq", "movnti", "memset"):
+        assert any(l.startswith(f"ok clear {name} unit=4096") for l in ok), name
+    assert "FAIL" not in proc.stdout
+
+
+@pytest.mark.parametrize("bug,where", [
+    ("deferred-list", "layout=o9 "),        # prep_compound_head redone after the tails
+    ("template-refcount", "layout=o0 "),    # one wrong byte in the last record
+    ("clear-overrun", "FAIL clear "),       # one line written past the range
+])
+def test_verify_catches_injected_bugs(bench_binary: Path, bug: str, where: str):
+    proc = subprocess.run([str(bench_binary), "verify", "--size", "1M", "--bug", bug],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    fails = [l for l in proc.stdout.splitlines() if l.startswith("FAIL")]
+    assert fails and all(where in l for l in fails), fails
+
+
+def test_run_mode_output_parses(bench_binary: Path):
+    proc = subprocess.run([str(bench_binary), "run", "--sizes", "1M", "--reps", "2", "--threads", "1,2",
+                           "--dests", "cold,readback", "--fill", "slow,template,movnti",
+                           "--clear", "stosb-4K,stosq-all", "--clear-size", "2M", "--fault", "anon-4K",
+                           "--fault-size", "2M", "--evict-bytes", "4M"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = mb.parse_output(proc.stdout)
+    fills = [s for s in out.samples if s["kind"] == "fill"]
+    assert len(fills) == 2 * 2 * 2 * 2 * 3  # reps x layouts x dests x threads x strategies
+    # interleaved: within one repetition every strategy appears before the next repetition starts
+    reps = [s["rep"] for s in out.samples]
+    assert reps == sorted(reps)
+    assert [s["strategy"] for s in fills[:3]] == ["slow", "template", "movnti"]
+    assert {s["strategy"] for s in out.samples if s["kind"] == "clear"} == {"stosb-4K", "stosq-all"}
+    assert out.info["llc_bytes"] > 0
