@@ -26,8 +26,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "counts.h"
 
-#define MAX_COUNTS 32
 
 static long page_size;
 
@@ -160,24 +160,6 @@ static void run_one(int rep, unsigned long n, double seconds, int touch)
 	fflush(stdout);
 }
 
-static int parse_counts(const char *arg, unsigned long *counts)
-{
-	char *copy = strdup(arg), *tok, *save = NULL, *end;
-	int nr = 0;
-
-	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		unsigned long v = strtoul(tok, &end, 10);
-
-		if (*end || v == 0 || nr == MAX_COUNTS) {
-			fprintf(stderr, "forkbench: bad -n list '%s'\n", arg);
-			exit(2);
-		}
-		counts[nr++] = v;
-	}
-	free(copy);
-	return nr;
-}
-
 static void usage(const char *prog)
 {
 	fprintf(stderr,
@@ -198,7 +180,7 @@ int main(int argc, char **argv)
 
 	while ((opt = getopt(argc, argv, "n:t:r:Th")) != -1) {
 		switch (opt) {
-		case 'n': nr_counts = parse_counts(optarg, counts); break;
+		case 'n': nr_counts = parse_counts("forkbench", optarg, counts); break;
 		case 't': seconds = atof(optarg); break;
 		case 'r': reps = atoi(optarg); break;
 		case 'T': touch = 1; break;
@@ -208,7 +190,7 @@ int main(int argc, char **argv)
 	if (optind != argc || reps < 1 || !(seconds > 0))
 		usage(argv[0]);
 	if (!nr_counts)
-		nr_counts = parse_counts("21,221,1621,12821,51221", counts);
+		nr_counts = parse_counts("forkbench", "21,221,1621,12821,51221", counts);
 	page_size = sysconf(_SC_PAGESIZE);
 
 	for (r = 0; r < reps; r++)

@@ -41,10 +41,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "counts.h"
 
 #define PAGE_SZ		4096UL
 #define MAP_BASE	0x7f0000000000UL
-#define MAX_COUNTS	32
 #define FLAGS_MM	(MT_FLAGS_ALLOC_RANGE | MT_FLAGS_LOCK_EXTERN | MT_FLAGS_USE_RCU)
 
 struct fake_vma {
@@ -285,24 +285,6 @@ static void run_sample(int rep, unsigned long n, enum method m,
 	fflush(stdout);
 }
 
-static int parse_counts(const char *arg, unsigned long *counts)
-{
-	char *copy = strdup(arg), *tok, *save = NULL, *end;
-	int nr = 0;
-
-	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		unsigned long v = strtoul(tok, &end, 10);
-
-		if (*end || v == 0 || nr == MAX_COUNTS) {
-			fprintf(stderr, "bad -n list: %s\n", arg);
-			exit(2);
-		}
-		counts[nr++] = v;
-	}
-	free(copy);
-	return nr;
-}
-
 static void usage(const char *prog)
 {
 	fprintf(stderr,
@@ -323,7 +305,7 @@ int main(int argc, char **argv)
 
 	while ((opt = getopt(argc, argv, "n:r:t:g:h")) != -1) {
 		switch (opt) {
-		case 'n': nr_counts = parse_counts(optarg, counts); break;
+		case 'n': nr_counts = parse_counts("maple_dup_vs_insert", optarg, counts); break;
 		case 'r': reps = atoi(optarg); break;
 		case 't': min_seconds = atof(optarg); break;
 		case 'g': gap = strtoul(optarg, NULL, 10); break;
@@ -331,7 +313,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!nr_counts)
-		nr_counts = parse_counts("21,221,1621,12821,51221", counts);
+		nr_counts = parse_counts("maple_dup_vs_insert", "21,221,1621,12821,51221", counts);
 	if (reps < 1 || min_seconds < 0)
 		usage(argv[0]);
 
