@@ -46,4 +46,11 @@ def test_vng_command_selects_accelerator_and_passes_parameters(tmp_path):
     tcg = vm.vng_command(spec, "tcg", tmp_path)
     assert "--disable-kvm" in tcg and "5120M" in tcg and "memmap=2G!4G" in tcg
     kvm = vm.vng_command(spec, "kvm", tmp_path)
-    assert "--disable-kvm" not in kvm and "-machine q35" in kvm
+    assert "--disable-kvm" not in kvm and "--qemu-opts=-machine q35" in kvm
+
+
+def test_guest_wrapper_records_exit_and_dmesg_then_reboots(tmp_path):
+    spec = vm.BootSpec(image=tmp_path / "bzImage", name="t", script="false")
+    wrapped = vm.guest_wrapper(spec, tmp_path)
+    assert f"dmesg > {tmp_path}/t.dmesg.log" in wrapped and f"echo $rc > {tmp_path}/t.exit" in wrapped
+    assert wrapped.endswith("echo b > /proc/sysrq-trigger")

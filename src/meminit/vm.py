@@ -103,9 +103,13 @@ def kernel_failures(log: str) -> list[str]:
 
 
 def _vng_path() -> str:
-    venv_bin = Path(sys.executable).parent
-    candidate = venv_bin / VNG
+    candidate = Path(sys.executable).parent / VNG
     return str(candidate) if candidate.exists() else VNG
+
+
+def _vng_env() -> dict[str, str]:
+    # vng runs its helpers (virtme-run, ...) through PATH: put the venv's bin first.
+    return dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
 
 
 def vng_command(spec: BootSpec, accel: str, shared_dir: Path) -> list[str]:
@@ -116,7 +120,7 @@ def vng_command(spec: BootSpec, accel: str, shared_dir: Path) -> list[str]:
         cmd.append("--disable-kvm")
     else:
         # vng picks q35 only for TCG; the pmem layout above assumes q35 in both modes.
-        cmd += ["--qemu-opts", "-machine q35"]
+        cmd.append("--qemu-opts=-machine q35")
     for arg in spec.append:
         cmd += ["--append", arg]
     cmd += ["--exec", spec.script]
@@ -124,13 +128,19 @@ def vng_command(spec: BootSpec, accel: str, shared_dir: Path) -> list[str]:
 
 
 def guest_wrapper(spec: BootSpec, shared_dir: Path) -> str:
-    """Wrap the scenario script so its exit code and dmesg land in files, not on the console."""
+    """Wrap the scenario script so its exit code and dmesg land in files, not on the console.
+
+    The trimmed config has no ACPI, so the guest cannot power QEMU off (it would halt and
+    QEMU would wait forever); it reboots through sysrq instead, and vng's -no-reboot turns
+    that reboot into QEMU's exit.
+    """
     exit_file = shared_dir / f"{spec.name}.exit"
     dmesg_file = shared_dir / f"{spec.name}.dmesg.log"
     return (f"cd {shlex.quote(str(shared_dir))}; "
             f"( {spec.script} ); rc=$?; "
             f"dmesg > {shlex.quote(str(dmesg_file))}; "
-            f"echo $rc > {shlex.quote(str(exit_file))}; exit $rc")
+            f"echo $rc > {shlex.quote(str(exit_file))}; sync; "
+            "echo b > /proc/sysrq-trigger")
 
 
 def boot(spec: BootSpec, run_dir: Path, accel: str) -> BootResult:
@@ -153,7 +163,7 @@ def boot(spec: BootSpec, run_dir: Path, accel: str) -> BootResult:
     start = time.monotonic()
     with console.open("w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                cwd=run_dir, start_new_session=True)
+                                cwd=run_dir, env=_vng_env(), start_new_session=True)
         try:
             proc.wait(timeout=spec.timeout_s)
         except subprocess.TimeoutExpired:
