@@ -117,6 +117,7 @@ def plot_memmap(result: dict, out: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
+    from matplotlib.ticker import MaxNLocator  # noqa: PLC0415
 
     scenarios = memmap_scenarios(result)
     fig, axes = plt.subplots(len(scenarios), 2, figsize=(12, 4 * len(scenarios)), squeeze=False)
@@ -126,6 +127,7 @@ def plot_memmap(result: dict, out: Path) -> Path:
             ax_iter.plot(range(1, len(g["steady_ms"]) + 1), g["steady_ms"], marker="o", label=label)
         ax_iter.set_title(f"{scen['name']}: memmap init per rebind")
         ax_iter.set_xlabel("rebind")
+        ax_iter.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax_iter.set_ylabel("ms")
         ax_iter.legend(fontsize="small")
         header, rows = memmap_rows({"scenarios": [scen]})

@@ -24,6 +24,8 @@ from meminit.errors import MeminitError
 MODE_FILE = "/sys/kernel/debug/zone_device/memmap_init_mode"
 HASH_FILE = "/sys/kernel/debug/zone_device/memmap_hash"
 MARK = "meminit-mark"
+# Built-in KUnit suites run at every boot; the test command runs them, scenarios need not.
+SKIP_KUNIT = "kunit.enable=0"
 
 _INIT_LINE = re.compile(
     r"memmap_init_zone_device initialised (?P<pages>\d+) pages in (?P<ms>\d+)ms"
@@ -139,7 +141,10 @@ hash_memmap() {{
     echo "$start $pages" > {HASH_FILE}
     echo "{MARK}-hash $1 $2 $(cat {HASH_FILE})" >> hashes.txt
 }}
-mark first "${{variants%% *}}" 0
+# The first bind runs in the kernel's default mode (the bracketed one), or "default".
+first=default
+[ -e {MODE_FILE} ] && first=$(grep -o '\\[[a-z-]*\\]' {MODE_FILE} | tr -d '[]')
+mark first "$first" 0
 if ! {scenario.setup} > setup.out 2> setup.err; then
     echo "setup failed: {scenario.setup}" >&2; cat setup.err >&2; exit 3
 fi
@@ -184,7 +189,8 @@ def run_scenario(scenario: Scenario, kernel: build.Kernel, run_dir: Path, accel:
     script.write_text(guest_script(scenario, args.variants, args.rebinds))
     name = f"{scenario.name}-{kernel.variant}"
     spec = vm.BootSpec(image=kernel.image, name=name, script=f"bash {shlex.quote(str(script))}",
-                       memory_bytes=memory, cpus=args.cpus, append=[*params, *args.append],
+                       memory_bytes=memory, cpus=args.cpus,
+                       append=[*params, SKIP_KUNIT, *args.append],
                        timeout_s=args.timeout)
     result = vm.boot(spec, run_dir, accel)
     if result.exit_code != 0:
@@ -216,7 +222,7 @@ def run_fork(kernel: build.Kernel, run_dir: Path, accel: str, args: argparse.Nam
     spec = vm.BootSpec(image=kernel.image, name=f"fork-{kernel.variant}",
                        script=f"{command} > {shlex.quote(str(out))}",
                        memory_bytes=args.memory or vm.DEFAULT_MEMORY, cpus=args.cpus,
-                       append=args.append, timeout_s=args.timeout)
+                       append=[SKIP_KUNIT, *args.append], timeout_s=args.timeout)
     result = vm.boot(spec, run_dir, accel)
     if result.exit_code != 0:
         raise MeminitError(f"fork-{kernel.variant}: forkbench exited {result.exit_code}; "
