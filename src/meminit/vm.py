@@ -14,9 +14,11 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -161,15 +163,22 @@ def boot(spec: BootSpec, run_dir: Path, accel: str) -> BootResult:
           f"({accel}, {format_size(spec.memory_bytes)}, {spec.cpus} CPUs); console: {console}",
           file=sys.stderr, flush=True)
     start = time.monotonic()
-    with console.open("w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                cwd=run_dir, env=_vng_env(), start_new_session=True)
+    # A pipe, not the log file itself: QEMU reopens its stdout by path for the script's
+    # output ports, and a reopened regular file would overwrite the log from offset 0.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, cwd=run_dir, env=_vng_env(),
+                            start_new_session=True)
+    with console.open("wb") as out:
+        copier = threading.Thread(target=shutil.copyfileobj, args=(proc.stdout, out), daemon=True)
+        copier.start()
         try:
             proc.wait(timeout=spec.timeout_s)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             raise MeminitError(f"guest {spec.name} hung: no exit after {spec.timeout_s}s; console: {console}")
+        finally:
+            copier.join(timeout=10)
     seconds = time.monotonic() - start
     log = console.read_text(errors="replace")
     if dmesg.exists():
