@@ -11,7 +11,8 @@ from meminit import paths
 
 
 def pytest_command(quick: bool, extra: list[str]) -> list[str]:
-    cmd = [sys.executable, "-m", "pytest", "-ra", str(paths.REPO / "tests")]
+    # tee-sys: the kernel build and boot print progress while pytest still captures it.
+    cmd = [sys.executable, "-m", "pytest", "-ra", "--capture=tee-sys", str(paths.REPO / "tests")]
     if quick:
         cmd += ["-m", "not kernel"]
     return cmd + extra
