@@ -53,4 +53,5 @@ def test_guest_wrapper_records_exit_and_dmesg_then_reboots(tmp_path):
     spec = vm.BootSpec(image=tmp_path / "bzImage", name="t", script="false")
     wrapped = vm.guest_wrapper(spec, tmp_path)
     assert f"dmesg > {tmp_path}/t.dmesg.log" in wrapped and f"echo $rc > {tmp_path}/t.exit" in wrapped
+    assert f"2> {tmp_path}/t.stderr" in wrapped
     assert wrapped.endswith("echo b > /proc/sysrq-trigger")

@@ -134,11 +134,15 @@ fi
 hash_memmap() {{
     [ -e {HASH_FILE} ] && {'true' if scenario.uses_pmem else 'false'} || return 0
     local range start end pages
-    range=$(grep -m1 'namespace0.0' /proc/iomem | tr -d ' ' | cut -d: -f1)
+    # devdax maps the dax0.0 range (inside the namespace), fsdax the namespace itself
+    range=$(grep -m1 -F 'dax0.0' /proc/iomem || grep -m1 -F 'namespace0.0' /proc/iomem)
+    range=$(echo "$range" | tr -d ' ' | cut -d: -f1)
     end=$(( (0x${{range#*-}} + 1) >> 12 ))
     pages=$(dmesg | grep -o 'memmap_init_zone_device initialised [0-9]* pages' | tail -1 | awk '{{print $3}}')
     start=$(( end - pages ))
-    echo "$start $pages" > {HASH_FILE}
+    if ! echo "$start $pages" > {HASH_FILE}; then
+        echo "memmap_hash refused PFNs $start+$pages (range $range)" >&2; cat /proc/iomem >&2; exit 5
+    fi
     echo "{MARK}-hash $1 $2 $(cat {HASH_FILE})" >> hashes.txt
 }}
 # The first bind runs in the kernel's default mode (the bracketed one), or "default".
@@ -194,11 +198,8 @@ def run_scenario(scenario: Scenario, kernel: build.Kernel, run_dir: Path, accel:
                        timeout_s=args.timeout)
     result = vm.boot(spec, run_dir, accel)
     if result.exit_code != 0:
-        err = run_dir / "setup.err"
-        detail = err.read_text().strip() if result.exit_code == 3 and err.exists() else ""
-        raise MeminitError(f"{name}: guest script failed with exit {result.exit_code}"
-                           + (f" ({scenario.setup}: {detail})" if detail else "")
-                           + f"; console: {result.console}")
+        raise MeminitError(f"{name}: guest script failed with exit {result.exit_code}:\n"
+                           f"{result.stderr_tail()}\nconsole: {result.console}")
     samples = parse_init_samples(result.dmesg.read_text(errors="replace"))
     if not any(s.phase == "rebind" for s in samples):
         raise MeminitError(f"{name}: no memmap_init_zone_device timings in {result.dmesg}")
@@ -225,8 +226,8 @@ def run_fork(kernel: build.Kernel, run_dir: Path, accel: str, args: argparse.Nam
                        append=[SKIP_KUNIT, *args.append], timeout_s=args.timeout)
     result = vm.boot(spec, run_dir, accel)
     if result.exit_code != 0:
-        raise MeminitError(f"fork-{kernel.variant}: forkbench exited {result.exit_code}; "
-                           f"output: {out}; console: {result.console}")
+        raise MeminitError(f"fork-{kernel.variant}: forkbench exited {result.exit_code}:\n"
+                           f"{result.stderr_tail()}\noutput: {out}; console: {result.console}")
     return fork.parse_forkbench(out.read_text())
 
 

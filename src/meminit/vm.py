@@ -64,6 +64,10 @@ class BootResult:
     dmesg: Path
     exit_code: int
     seconds: float
+    stderr: str = ""
+
+    def stderr_tail(self, lines: int = 15) -> str:
+        return "\n".join(self.stderr.strip().splitlines()[-lines:])
 
 
 def parse_size(text: str) -> int:
@@ -138,8 +142,9 @@ def guest_wrapper(spec: BootSpec, shared_dir: Path) -> str:
     """
     exit_file = shared_dir / f"{spec.name}.exit"
     dmesg_file = shared_dir / f"{spec.name}.dmesg.log"
+    stderr_file = shared_dir / f"{spec.name}.stderr"
     return (f"cd {shlex.quote(str(shared_dir))}; "
-            f"( {spec.script} ); rc=$?; "
+            f"( {spec.script} ) 2> {shlex.quote(str(stderr_file))}; rc=$?; "
             f"dmesg > {shlex.quote(str(dmesg_file))}; "
             f"echo $rc > {shlex.quote(str(exit_file))}; sync; "
             "echo b > /proc/sysrq-trigger")
@@ -191,7 +196,9 @@ def boot(spec: BootSpec, run_dir: Path, accel: str) -> BootResult:
         raise MeminitError(f"guest {spec.name} ended without running the script to its end "
                            f"(vng exit {proc.returncode}); console: {console}")
     code = int(exit_file.read_text().strip() or "-1")
-    return BootResult(console=console, dmesg=dmesg, exit_code=code, seconds=seconds)
+    stderr = run_dir / f"{spec.name}.stderr"
+    return BootResult(console=console, dmesg=dmesg, exit_code=code, seconds=seconds,
+                      stderr=stderr.read_text(errors="replace") if stderr.exists() else "")
 
 
 def _host_key() -> str:
@@ -247,6 +254,8 @@ def _cmd_boot(args: argparse.Namespace) -> int:
     spec = BootSpec(image=kernel.image, name=args.variant, script=args.command,
                     memory_bytes=args.memory or DEFAULT_MEMORY, cpus=args.cpus, append=args.append)
     result = boot(spec, run_dir, accel)
+    if result.stderr:
+        print(result.stderr, end="", file=sys.stderr)
     print(f"guest exit {result.exit_code} after {result.seconds:.0f}s ({accel}); logs in {run_dir}")
     return result.exit_code
 
