@@ -9,12 +9,13 @@ ccache-backed build, and the last one leaves the series kernel built for HEAD.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-from meminit import build, kconfig, source
+from meminit import build, deps, kconfig, source
 from meminit.errors import MeminitError
 
 _WARNING = re.compile(r"^(?P<path>[\w./-]+\.[ch]):(?P<line>\d+):\d+: warning: (?P<msg>.*)$")
@@ -51,11 +52,21 @@ def new_warnings(build_output: str, added: dict[str, set[int]]) -> list[str]:
     return found
 
 
+# checkpatch validates SPDX tags with scripts/spdxcheck.py, which imports ply and git.
+CHECKPATCH_DEPS = {
+    "python3-ply": "/usr/lib/python3/dist-packages/ply/__init__.py",
+    "python3-git": "/usr/lib/python3/dist-packages/git/__init__.py",
+}
+
+
 def checkpatch(tree: Path, patches: list[Path]) -> list[str]:
+    deps.ensure(CHECKPATCH_DEPS)
+    # Debian's python3 has those modules; a python3 earlier in PATH (pyenv, a venv) may not.
+    env = dict(os.environ, PATH=f"/usr/bin{os.pathsep}{os.environ.get('PATH', '')}")
     failures = []
     for patch in patches:
         proc = subprocess.run(["perl", "scripts/checkpatch.pl", "--strict", str(patch)],
-                              cwd=tree, capture_output=True, text=True)
+                              cwd=tree, capture_output=True, text=True, env=env)
         status = "clean" if proc.returncode == 0 else "NOT clean"
         print(f"meminit: checkpatch --strict {patch.name}: {status}", file=sys.stderr, flush=True)
         if proc.returncode != 0:
