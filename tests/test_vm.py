@@ -44,7 +44,7 @@ def test_vng_command_selects_accelerator_and_passes_parameters(tmp_path):
     spec = vm.BootSpec(image=tmp_path / "bzImage", name="t", script="true", memory_bytes=5 * G,
                        cpus=2, append=["memmap=2G!4G"])
     tcg = vm.vng_command(spec, "tcg", tmp_path)
-    assert "--disable-kvm" in tcg and "5120M" in tcg and "memmap=2G!4G" in tcg
+    assert "--disable-kvm" in tcg and "5120M" in tcg and "memmap=2G!4G" in tcg and "tsc=reliable" in tcg
     kvm = vm.vng_command(spec, "kvm", tmp_path)
     assert "--disable-kvm" not in kvm and "--qemu-opts=-machine q35" in kvm
 

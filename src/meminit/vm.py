@@ -35,6 +35,11 @@ PMEM_OFFSET = 4 * GIB
 GUEST_HEADROOM = 1 * GIB
 DEFAULT_MEMORY = 4 * GIB
 
+# Without ACPI there is no HPET or PM timer, so the clocksource watchdog compares the TSC
+# with jiffies; under a loaded TCG host it then declares the TSC unstable and timekeeping
+# falls back to jiffies, which would quantise the series' ktime timings to 4 ms.
+ALWAYS_APPEND = ["tsc=reliable"]
+
 ACCEL_CACHE = paths.CACHE / "accel.json"
 TRIAL_TIMEOUT_S = 90
 VNG = "vng"
@@ -127,7 +132,7 @@ def vng_command(spec: BootSpec, accel: str, shared_dir: Path) -> list[str]:
     else:
         # vng picks q35 only for TCG; the pmem layout above assumes q35 in both modes.
         cmd.append("--qemu-opts=-machine q35")
-    for arg in spec.append:
+    for arg in [*ALWAYS_APPEND, *spec.append]:
         cmd += ["--append", arg]
     cmd += ["--exec", spec.script]
     return cmd
