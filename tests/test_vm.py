@@ -55,3 +55,9 @@ def test_guest_wrapper_records_exit_and_dmesg_then_reboots(tmp_path):
     assert f"dmesg > {tmp_path}/t.dmesg.log" in wrapped and f"echo $rc > {tmp_path}/t.exit" in wrapped
     assert f"2> {tmp_path}/t.stderr" in wrapped
     assert wrapped.endswith("echo b > /proc/sysrq-trigger")
+
+
+def test_host_tsc_rate_comes_from_cpuinfo_only_for_a_constant_tsc():
+    cpuinfo = "processor\t: 0\ncpu MHz\t\t: 2596.138\nflags\t\t: fpu tsc constant_tsc nonstop_tsc\n"
+    assert vm.host_tsc_khz(cpuinfo) == 2596138
+    assert vm.host_tsc_khz(cpuinfo.replace(" constant_tsc", "")) is None

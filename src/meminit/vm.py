@@ -35,10 +35,26 @@ PMEM_OFFSET = 4 * GIB
 GUEST_HEADROOM = 1 * GIB
 DEFAULT_MEMORY = 4 * GIB
 
-# Without ACPI there is no HPET or PM timer, so the clocksource watchdog compares the TSC
-# with jiffies; under a loaded TCG host it then declares the TSC unstable and timekeeping
-# falls back to jiffies, which would quantise the series' ktime timings to 4 ms.
-ALWAYS_APPEND = ["tsc=reliable"]
+
+
+def host_tsc_khz(cpuinfo: str) -> int | None:
+    """The host's TSC rate in kHz from /proc/cpuinfo, when the TSC is constant."""
+    if not re.search(r"^flags\s*:.*\bconstant_tsc\b", cpuinfo, re.MULTILINE):
+        return None
+    m = re.search(r"^cpu MHz\s*:\s*([\d.]+)", cpuinfo, re.MULTILINE)
+    return round(float(m.group(1)) * 1000) if m else None
+
+
+def clock_parameters() -> list[str]:
+    """Keep the guest's ktime on the TSC, so the series' ns timings are not 4 ms jiffies.
+
+    The trimmed config has no ACPI, hence no HPET or PM timer: the guest calibrates its
+    TSC against the PIT, which fails now and then under a loaded TCG host, and the
+    clocksource watchdog compares the TSC with jiffies and gives up on it. QEMU passes
+    the host TSC through (TCG and KVM alike), so tell the guest its rate and trust it.
+    """
+    khz = host_tsc_khz(Path("/proc/cpuinfo").read_text())
+    return ["tsc=reliable", *([f"tsc_early_khz={khz}"] if khz else [])]
 
 ACCEL_CACHE = paths.CACHE / "accel.json"
 TRIAL_TIMEOUT_S = 90
@@ -132,7 +148,7 @@ def vng_command(spec: BootSpec, accel: str, shared_dir: Path) -> list[str]:
     else:
         # vng picks q35 only for TCG; the pmem layout above assumes q35 in both modes.
         cmd.append("--qemu-opts=-machine q35")
-    for arg in [*ALWAYS_APPEND, *spec.append]:
+    for arg in [*clock_parameters(), *spec.append]:
         cmd += ["--append", arg]
     cmd += ["--exec", spec.script]
     return cmd
