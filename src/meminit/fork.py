@@ -446,6 +446,17 @@ def maple_table(rows: list[dict]) -> str:
     return _md_table(header, lines)
 
 
+def _errorbar_by_n(ax, summary: list[dict], key: str, prefix: str, label: str) -> None:
+    """Median with a min–max bar per N of summary[i][key][prefix + median/min/max]."""
+    pts = [(s["n"], s[key]) for s in summary if key in s]
+    if not pts:
+        return
+    med = [p[1][prefix + "median"] for p in pts]
+    err = [[m - p[1][prefix + "min"] for m, p in zip(med, pts)],
+           [p[1][prefix + "max"] - m for m, p in zip(med, pts)]]
+    ax.errorbar([p[0] for p in pts], med, yerr=err, marker="o", capsize=3, label=label)
+
+
 def plot(result: dict, out: Path) -> None:
     """PNG: µs per copy and ratio per N; host fork rate per N when measured."""
     import matplotlib
@@ -460,14 +471,7 @@ def plot(result: dict, out: Path) -> None:
 
     ax = axes[0]
     for m in METHODS:
-        pts = [(s["n"], s[m]) for s in summary if m in s]
-        if not pts:
-            continue
-        x = [p[0] for p in pts]
-        y = [p[1]["us_median"] for p in pts]
-        err = [[p[1]["us_median"] - p[1]["us_min"] for p in pts],
-               [p[1]["us_max"] - p[1]["us_median"] for p in pts]]
-        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=m)
+        _errorbar_by_n(ax, summary, m, "us_", m)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("ranges (VMAs) in the tree")
@@ -478,14 +482,7 @@ def plot(result: dict, out: Path) -> None:
 
     ax = axes[1]
     for m in METHODS[1:]:
-        pts = [(s["n"], s[f"ratio_{m}"]) for s in summary if f"ratio_{m}" in s]
-        if not pts:
-            continue
-        x = [p[0] for p in pts]
-        y = [p[1]["median"] for p in pts]
-        err = [[p[1]["median"] - p[1]["min"] for p in pts],
-               [p[1]["max"] - p[1]["median"] for p in pts]]
-        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=f"{m} / mt_dup")
+        _errorbar_by_n(ax, summary, f"ratio_{m}", "", f"{m} / mt_dup")
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_xscale("log")
     ax.set_xlabel("ranges (VMAs) in the tree")
