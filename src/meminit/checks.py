@@ -94,6 +94,9 @@ def check_series(jobs: int | None = None) -> None:
             build.run_make(kernel, build.make_command(kernel, jobs or 2, ["bzImage", "modules"]),
                            kernel.out / f"check-prefix-{index}.log", f"build {what}")
     finally:
+        # Earlier prefixes lack the series' Kconfig symbols, so kbuild dropped them from
+        # .config on the way: make the next build configure from the fragments again.
+        kconfig.forget_configuration(kernel.out)
         source.git(tree, "checkout", "-q", source.BRANCH)
         if source.git(tree, "rev-parse", "HEAD").strip() != head:
             raise MeminitError(f"{tree} did not return to {head}")

@@ -51,11 +51,20 @@ def wanted_options(fragments: list[Path]) -> dict[str, str]:
     return wanted
 
 
+def _stamp(out: Path) -> Path:
+    return out / ".meminit-config-stamp"
+
+
+def forget_configuration(out: Path) -> None:
+    """Make the next configure() start again from tinyconfig + fragments."""
+    _stamp(out).unlink(missing_ok=True)
+
+
 def configure(src: Path, out: Path, fragments: list[Path]) -> None:
     """Write out/.config from tinyconfig + fragments unless the fragments are unchanged."""
     out.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256(b"".join(f.read_bytes() for f in fragments)).hexdigest()
-    stamp = out / ".meminit-config-stamp"
+    stamp = _stamp(out)
     config = out / ".config"
     if not (config.exists() and stamp.exists() and stamp.read_text() == digest):
         print(f"meminit: configuring {out.name}: tinyconfig + {', '.join(f.name for f in fragments)}",
