@@ -457,6 +457,15 @@ def _errorbar_by_n(ax, summary: list[dict], key: str, prefix: str, label: str) -
     ax.errorbar([p[0] for p in pts], med, yerr=err, marker="o", capsize=3, label=label)
 
 
+def _style_by_n(ax, ylabel: str, title: str) -> None:
+    ax.set_xscale("log")
+    ax.set_xlabel("ranges (VMAs) in the tree")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+
+
 def plot(result: dict, out: Path) -> None:
     """PNG: µs per copy and ratio per N; host fork rate per N when measured."""
     import matplotlib
@@ -472,24 +481,14 @@ def plot(result: dict, out: Path) -> None:
     ax = axes[0]
     for m in METHODS:
         _errorbar_by_n(ax, summary, m, "us_", m)
-    ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("ranges (VMAs) in the tree")
-    ax.set_ylabel("µs per copy (median, min–max)")
-    ax.set_title("Copying a maple tree")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    _style_by_n(ax, "µs per copy (median, min–max)", "Copying a maple tree")
 
     ax = axes[1]
     for m in METHODS[1:]:
         _errorbar_by_n(ax, summary, f"ratio_{m}", "", f"{m} / mt_dup")
     ax.axhline(1.0, color="grey", lw=0.8)
-    ax.set_xscale("log")
-    ax.set_xlabel("ranges (VMAs) in the tree")
-    ax.set_ylabel("time ratio (>1: __mt_dup faster)")
-    ax.set_title("Re-inserting vs __mt_dup()")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    _style_by_n(ax, "time ratio (>1: __mt_dup faster)", "Re-inserting vs __mt_dup()")
 
     if fork_summary:
         ax = axes[2]
