@@ -154,6 +154,12 @@ def vng_command(spec: BootSpec, accel: str, shared_dir: Path) -> list[str]:
     return cmd
 
 
+def guest_files(shared_dir: Path, name: str) -> tuple[Path, Path, Path]:
+    """Where the guest leaves its script's exit code, its dmesg and its script's stderr."""
+    return (shared_dir / f"{name}.exit", shared_dir / f"{name}.dmesg.log",
+            shared_dir / f"{name}.stderr")
+
+
 def guest_wrapper(spec: BootSpec, shared_dir: Path) -> str:
     """Wrap the scenario script so its exit code and dmesg land in files, not on the console.
 
@@ -161,9 +167,7 @@ def guest_wrapper(spec: BootSpec, shared_dir: Path) -> str:
     QEMU would wait forever); it reboots through sysrq instead, and vng's -no-reboot turns
     that reboot into QEMU's exit.
     """
-    exit_file = shared_dir / f"{spec.name}.exit"
-    dmesg_file = shared_dir / f"{spec.name}.dmesg.log"
-    stderr_file = shared_dir / f"{spec.name}.stderr"
+    exit_file, dmesg_file, stderr_file = guest_files(shared_dir, spec.name)
     return (f"cd {shlex.quote(str(shared_dir))}; "
             f"( {spec.script} ) 2> {shlex.quote(str(stderr_file))}; rc=$?; "
             f"dmesg > {shlex.quote(str(dmesg_file))}; "
@@ -178,9 +182,8 @@ def boot(spec: BootSpec, run_dir: Path, accel: str) -> BootResult:
         raise MeminitError(f"kernel image {spec.image} does not exist: build it first")
     run_dir.mkdir(parents=True, exist_ok=True)
     console = run_dir / f"{spec.name}.console.log"
-    dmesg = run_dir / f"{spec.name}.dmesg.log"
-    exit_file = run_dir / f"{spec.name}.exit"
-    for stale in (dmesg, exit_file):
+    exit_file, dmesg, stderr = guest_files(run_dir, spec.name)
+    for stale in (exit_file, dmesg, stderr):
         stale.unlink(missing_ok=True)
     wrapped = BootSpec(**{**spec.__dict__, "script": guest_wrapper(spec, run_dir)})
     cmd = vng_command(wrapped, accel, run_dir)
@@ -217,7 +220,6 @@ def boot(spec: BootSpec, run_dir: Path, accel: str) -> BootResult:
         raise MeminitError(f"guest {spec.name} ended without running the script to its end "
                            f"(vng exit {proc.returncode}); console: {console}")
     code = int(exit_file.read_text().strip() or "-1")
-    stderr = run_dir / f"{spec.name}.stderr"
     return BootResult(console=console, dmesg=dmesg, exit_code=code, seconds=seconds,
                       stderr=stderr.read_text(errors="replace") if stderr.exists() else "")
 
