@@ -71,27 +71,33 @@ def memmap_scenarios(result: dict) -> list[dict]:
     return [s for s in result["scenarios"] if s.get("kind", "memmap") == "memmap"]
 
 
+def memmap_groups(scen: dict) -> list[tuple[dict, Stats, float | None, float | None]]:
+    """Per group with samples: its steady-state stats and mean ratio to `slow` and to `base`."""
+    groups = [g for g in scen["groups"] if g["steady_ms"]]
+    means = {(g["kernel"], g["variant"]): Stats.of(g["steady_ms"]).mean for g in groups}
+    base_mean = next((m for (k, _), m in means.items() if k == "base"), None)
+    out = []
+    for g in groups:
+        st = Stats.of(g["steady_ms"])
+        slow_mean = means.get((g["kernel"], "slow"))
+        out.append((g, st, st.mean / slow_mean if slow_mean else None,
+                    st.mean / base_mean if base_mean else None))
+    return out
+
+
 def memmap_rows(result: dict) -> tuple[list[str], list[list[str]]]:
     """Rows shaped like the public cover letter: first bind apart, steady state, ratios."""
     header = ["scenario", "kernel", "variant", "pages", "first bind ms", "steady ms (mean ± sd)",
               "min", "max", "n", "vs slow", "vs base"]
     rows: list[list[str]] = []
     for scen in memmap_scenarios(result):
-        groups = scen["groups"]
-        means = {(g["kernel"], g["variant"]): Stats.of(g["steady_ms"]).mean
-                 for g in groups if g["steady_ms"]}
-        base_mean = next((m for (k, _), m in means.items() if k == "base"), None)
-        for g in groups:
-            slow_mean = means.get((g["kernel"], "slow"))
-            if not g["steady_ms"]:
-                continue
-            st = Stats.of(g["steady_ms"])
+        for g, st, vs_slow, vs_base in memmap_groups(scen):
             first = f"{g['first_ms']:.2f}" if g.get("first_ms") is not None else "-"
             rows.append([scen["name"], g["kernel"], g["variant"], str(g.get("pages", "")), first,
                          f"{st.mean:.2f} ± {st.stdev:.2f}", f"{st.minimum:.2f}", f"{st.maximum:.2f}",
                          str(st.n),
-                         f"{st.mean / slow_mean:.2f}" if slow_mean else "-",
-                         f"{st.mean / base_mean:.2f}" if base_mean else "-"])
+                         f"{vs_slow:.2f}" if vs_slow is not None else "-",
+                         f"{vs_base:.2f}" if vs_base is not None else "-"])
     return header, rows
 
 
@@ -130,9 +136,10 @@ def plot_memmap(result: dict, out: Path) -> Path:
         ax_iter.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax_iter.set_ylabel("ms")
         ax_iter.legend(fontsize="small")
-        header, rows = memmap_rows({"scenarios": [scen]})
-        labels = [f"{r[1]}/{r[2]}" for r in rows]
-        ratios = [float(r[9]) if r[9] != "-" else (float(r[10]) if r[10] != "-" else 1.0) for r in rows]
+        groups = memmap_groups(scen)
+        labels = [f"{g['kernel']}/{g['variant']}" for g, _, _, _ in groups]
+        ratios = [next((r for r in (vs_slow, vs_base) if r is not None), 1.0)
+                  for _, _, vs_slow, vs_base in groups]
         ax_ratio.bar(labels, ratios)
         ax_ratio.axhline(1.0, color="grey", linewidth=0.8)
         ax_ratio.set_title(f"{scen['name']}: steady mean vs slow (or base)")
