@@ -48,7 +48,10 @@ def make_command(kernel: Kernel, jobs: int, targets: list[str], extra: list[str]
 
 def run_make(kernel: Kernel, cmd: list[str], log: Path, what: str) -> float:
     """Run make with its output in `log`, printing a progress line now and then; returns seconds."""
-    env = dict(os.environ, CCACHE_DIR=str(paths.CCACHE_DIR), KBUILD_BUILD_TIMESTAMP="meminit",
+    # CCACHE_BASEDIR rewrites paths under the checkout to relative ones, so another clone
+    # (a CI checkout) hits the objects this one compiled.
+    env = dict(os.environ, CCACHE_DIR=str(paths.CCACHE_DIR), CCACHE_BASEDIR=str(paths.REPO),
+               KBUILD_BUILD_TIMESTAMP="meminit",
                KBUILD_BUILD_USER="meminit", KBUILD_BUILD_HOST="meminit")
     start = time.monotonic()
     compiled = 0

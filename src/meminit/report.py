@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import fork, paths
+from meminit import faults, fork, paths
 from meminit.errors import MeminitError
 
 TCG_LABEL = "TCG: functional timings, not performance figures"
@@ -110,6 +110,9 @@ def render(result: dict) -> str:
         if scen.get("kind") == "fork":
             for kernel, rows in scen["runs"].items():
                 lines += ["", f"fork: {kernel} kernel", fork.fork_table(rows)]
+        elif scen.get("kind") == "faults":
+            lines += ["", f"{scen['name']}: demand faults, one write per huge page, "
+                      f"{scen.get('fault_size', '?')} per mapping and pass", fault_table(scen["runs"])]
     if result.get("accel") == "tcg":
         lines.append(f"({TCG_LABEL})")
     lines.append(f"accelerator {result.get('accel')}, guest {result.get('guest_cpus')} CPUs / "
@@ -152,6 +155,51 @@ def plot_memmap(result: dict, out: Path) -> Path:
     return out
 
 
+def fault_table(runs: dict[str, list[dict]]) -> str:
+    """One row per kernel and mapping kind; `vs base` compares means of the same kind."""
+    base = {r["kind"]: statistics.fmean(r["gbps"]) for r in runs.get("base", []) if r.get("gbps")}
+    rows: list[list[str]] = []
+    for kind in faults.KINDS:
+        for kernel, kernel_rows in runs.items():
+            row = next((r for r in kernel_rows if r["kind"] == kind), None)
+            if row is None:
+                continue
+            if "skipped" in row:
+                rows.append([kind, kernel, "skipped: " + row["skipped"], "", "", "", "", ""])
+                continue
+            st = Stats.of(row["gbps"])
+            huge = "-" if row["huge_fraction"] is None else f"{100 * row['huge_fraction']:.0f}%"
+            ratio = f"{st.mean / base[kind]:.2f}" if kind in base else "-"
+            rows.append([kind, kernel, f"{st.mean:.2f} ± {st.stdev:.2f}", f"{st.minimum:.2f}",
+                         f"{st.maximum:.2f}", str(st.n), huge, ratio])
+    return render_table(["mapping", "kernel", "GB/s (mean ± sd)", "min", "max", "n", "huge", "vs base"],
+                        rows)
+
+
+def plot_faults(runs: dict[str, list[dict]], out: Path, title: str) -> Path:
+    import matplotlib  # noqa: PLC0415 - heavy import only when plotting
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.8 / max(len(runs), 1)
+    for i, (kernel, kernel_rows) in enumerate(runs.items()):
+        by_kind = {r["kind"]: r["gbps"] for r in kernel_rows if r.get("gbps")}
+        xs = [k + i * width for k, kind in enumerate(faults.KINDS) if kind in by_kind]
+        values = [by_kind[kind] for kind in faults.KINDS if kind in by_kind]
+        ax.bar(xs, [statistics.fmean(v) for v in values], width,
+               yerr=[statistics.stdev(v) if len(v) > 1 else 0.0 for v in values], label=kernel)
+    ax.set_xticks([k + width * (len(runs) - 1) / 2 for k in range(len(faults.KINDS))], faults.KINDS)
+    ax.set_ylabel("GB/s faulted (mean, sd bars)")
+    ax.set_title(title, fontsize="small")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out
+
+
 def plot(result: dict, run_dir: Path) -> list[Path]:
     pngs = []
     if memmap_scenarios(result):
@@ -163,6 +211,11 @@ def plot(result: dict, run_dir: Path) -> list[Path]:
                 title += f" - {TCG_LABEL}"
             fork.plot_forks(scen["runs"], run_dir / "fork.png", title)
             pngs.append(run_dir / "fork.png")
+        elif scen.get("kind") == "faults":
+            title = f"{scen['name']}: huge-page demand faults ({result.get('accel')})"
+            if result.get("accel") == "tcg":
+                title += f" - {TCG_LABEL}"
+            pngs.append(plot_faults(scen["runs"], run_dir / "faults.png", title))
     return pngs
 
 

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import build, deps, fork, report, source, vm
+from meminit import build, deps, faults, fork, microbench, report, source, vm
 from meminit.errors import MeminitError
 
 MODE_FILE = "/sys/kernel/debug/zone_device/memmap_init_mode"
@@ -231,11 +231,39 @@ def run_fork(kernel: build.Kernel, run_dir: Path, accel: str, args: argparse.Nam
     return fork.parse_forkbench(out.read_text())
 
 
+def run_faults(kernel: build.Kernel, run_dir: Path, accel: str, args: argparse.Namespace) -> list[dict]:
+    """The benchmark's huge-page fault test in the guest (thp-fault scenario)."""
+    binary = microbench.build()
+    name = f"{faults.SCENARIO}-{kernel.variant}"
+    out = run_dir / f"{name}.txt"
+    script = run_dir / f"{name}.sh"
+    script.write_text(faults.guest_script(binary, args.fault_size, args.fault_reps, out))
+    spec = vm.BootSpec(image=kernel.image, name=name, script=f"bash {shlex.quote(str(script))}",
+                       memory_bytes=faults.guest_memory(args.fault_size, args.memory), cpus=args.cpus,
+                       append=[*faults.boot_parameters(args.fault_size), SKIP_KUNIT, *args.append],
+                       timeout_s=args.timeout)
+    result = vm.boot(spec, run_dir, accel)
+    if result.exit_code != 0:
+        raise MeminitError(f"{name}: guest script failed with exit {result.exit_code}:\n"
+                           f"{result.stderr_tail()}\noutput: {out}; console: {result.console}")
+    rows = faults.summarize(out.read_text())
+    if not any(r.get("gbps") for r in rows):
+        raise MeminitError(f"{name}: no fault samples in {out}")
+    return rows
+
+
+def guest_memory_for(name: str, args: argparse.Namespace) -> int:
+    if name in SCENARIOS:
+        return guest_memory(SCENARIOS[name], args)[0]
+    if name == faults.SCENARIO:
+        return faults.guest_memory(args.fault_size, args.memory)
+    return args.memory or vm.DEFAULT_MEMORY
+
+
 def run(args: argparse.Namespace) -> Path:
     """Build what is needed, boot every kernel, write result.json and print the table."""
     scenario_names = args.scenario or ["fsdax-mapdev"]
-    memories = [guest_memory(SCENARIOS[n], args)[0] if n in SCENARIOS else args.memory or vm.DEFAULT_MEMORY
-                for n in scenario_names]  # refuses impossible pmem sizes before building
+    memories = [guest_memory_for(n, args) for n in scenario_names]  # refuses impossible sizes before building
     deps.ensure(deps.GUEST)
     kernels = build.build_variants(args.kernels, jobs=args.jobs)
     run_dir = report.new_run_dir("run")
@@ -251,6 +279,10 @@ def run(args: argparse.Namespace) -> Path:
         if name == FORK_SCENARIO:
             runs = {variant: run_fork(kernels[variant], run_dir, accel, args) for variant in args.kernels}
             result["scenarios"].append({"name": name, "kind": "fork", "runs": runs})
+        elif name == faults.SCENARIO:
+            runs = {variant: run_faults(kernels[variant], run_dir, accel, args) for variant in args.kernels}
+            result["scenarios"].append({"name": name, "kind": "faults", "runs": runs,
+                                        "fault_size": vm.format_size(args.fault_size)})
         else:
             groups: list[dict] = []
             for variant in args.kernels:
@@ -271,7 +303,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="the main job: build, boot and time memmap init per scenario")
-    p.add_argument("--scenario", action="append", choices=[*SCENARIOS, FORK_SCENARIO],
+    p.add_argument("--scenario", action="append", choices=[*SCENARIOS, FORK_SCENARIO, faults.SCENARIO],
                    help="scenario to run (repeatable; default fsdax-mapdev)")
     p.add_argument("--kernels", type=lambda s: s.split(","), default=["series", "base"],
                    help="comma-separated kernels to boot, first decides the accelerator "
@@ -287,6 +319,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    + ",".join(map(str, fork.DEFAULT_COUNTS)) + ")")
     p.add_argument("--fork-seconds", type=float, default=2.0, help="fork scenario: seconds per N and rep")
     p.add_argument("--fork-reps", type=int, default=3, help="fork scenario: interleaved repetitions")
+    p.add_argument("--fault-size", type=vm.parse_size, default=faults.DEFAULT_FAULT_SIZE,
+                   help="thp-fault scenario: bytes faulted per mapping kind and pass (default "
+                   f"{vm.format_size(faults.DEFAULT_FAULT_SIZE)}; multiple of 1G)")
+    p.add_argument("--fault-reps", type=int, default=faults.DEFAULT_REPS,
+                   help=f"thp-fault scenario: repetitions (default {faults.DEFAULT_REPS})")
     p.add_argument("--timeout", type=int, default=1200, help="guest timeout in seconds")
     p.add_argument("-j", "--jobs", type=int, help="kernel build jobs (default: CPUs)")
     vm.add_guest_options(p)
