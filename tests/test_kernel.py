@@ -2,7 +2,8 @@
 
 One boot serves every check: the running kernel is ours, the log has no oops/WARN,
 every KUnit suite of config/kunit-suites.txt ran and passed (parsed by kunit.py), and
-a small fsdax map=dev namespace rebinds with timed, identical memmap initialisation.
+an fsdax map=dev namespace rebinds with timed, identical memmap initialisation in every
+mode, large enough (above the series' 1 GiB threshold) to be initialised by two threads.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from meminit import build, ktap, paths, report, scenarios, vm
 
 pytestmark = pytest.mark.kernel
 
-PMEM = 512 << 20
+PMEM = 1536 << 20
 REBINDS = 2
 
 
@@ -79,8 +80,11 @@ def test_pmem_rebinds_are_timed_for_every_variant(series_boot):
     expected = set(modes.read_text().split()) if modes.exists() else {"default"}
     assert variants == expected
     assert len(rebinds) == REBINDS * len(variants)
-    # 512 MiB of pmem: every rebind initialises the same, non-zero number of pages.
+    # every rebind initialises the same, non-zero number of pages
     assert len({s.pages for s in rebinds}) == 1 and rebinds[0].pages > 0
+    # the range is above the multithreading threshold and the guest has 2 CPUs
+    assert {s.threads for s in rebinds} == {2}, [(s.variant, s.threads) for s in rebinds]
     hashes = series_boot.run_dir / "hashes.txt"
-    if hashes.exists():
-        assert scenarios.hash_mismatch(scenarios.parse_hashes(hashes.read_text())) is None
+    assert hashes.exists(), "the series' memmap_hash debugfs file did not produce hashes"
+    assert len(scenarios.parse_hashes(hashes.read_text())) == len(variants)
+    assert scenarios.hash_mismatch(scenarios.parse_hashes(hashes.read_text())) is None

@@ -27,3 +27,9 @@ def test_memmap_table_has_ratios_to_slow_and_base_and_tcg_label():
 def test_plot_is_written(tmp_path):
     png = report.plot_memmap(RESULT, tmp_path / "plot.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_variant_label_names_what_auto_resolved_to():
+    assert report.variant_label({"variant": "template", "modes_used": ["template"]}) == "template"
+    assert report.variant_label({"variant": "auto", "modes_used": ["streaming"]}) == "auto (streaming)"
+    assert report.variant_label({"variant": "default"}) == "default"

@@ -63,3 +63,22 @@ def test_pmem_scenarios_need_pmem_and_device_private_does_not():
     assert "--align=2M" in scenarios.SCENARIOS["devdax-2m"].setup
     assert scenarios.SCENARIOS["fsdax-mapdev"].uses_pmem
     assert not scenarios.SCENARIOS["device-private"].uses_pmem
+
+
+def test_threads_and_the_concrete_mode_of_auto_are_kept_per_bind():
+    text = ("[1] meminit-mark rebind auto 1\n"
+            "[2] memmap_init_zone_device initialised 262144 pages in 9ms (9000000 ns, mode streaming, threads 2)\n"
+            "[3] memmap_init_zone_device initialised 512 pages in 0ms (40000 ns, mode template, threads 1)\n")
+    (sample,) = scenarios.parse_init_samples(text)
+    assert sample.modes == ("streaming", "template")
+    assert sample.threads == 2
+    (group,) = scenarios.group_samples("series", [sample])
+    assert group["modes_used"] == ["streaming", "template"] and group["threads"] == [2]
+
+
+def test_guest_script_sets_the_thread_limit_only_when_asked():
+    scenario = scenarios.SCENARIOS["fsdax-mapdev"]
+    script = scenarios.guest_script(scenario, ["all"], 1, threads=1)
+    assert 'threads="1"' in script
+    assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
+    assert 'threads=""' in scenarios.guest_script(scenario, ["all"], 1)
