@@ -36,7 +36,7 @@ FILL_STRATEGIES = "slow,slow-saferet,template,movnti,movntdq,avx512nt,repmovsb,a
 # the kernel's streaming backend (memcpy_nontemporal() on x86-64: 4 x MOVNTDQ per line)
 STREAMING = "movntdq"
 CLEAR_CASES = ("stosb-4K,stosb_desc-4K,php2M-4K,fz2M-32M,stosb-2M,stosb-32M,stosb-1G,"
-               "fz1G-2M,fz1G-8M,fz1G-32M,fz1G-128M,fz1G-1G,stosq-4K,stosq-2M,stosq-32M,"
+               "fz1G-2M,fz1G-8M,fz1G-16M,fz1G-32M,fz1G-64M,fz1G-128M,fz1G-1G,stosq-4K,stosq-2M,stosq-32M,"
                "stosq-1G,movnti-1G,avx512nt-2M,avx512nt-1G,clzero-2M,clzero-1G,memset-1G,"
                "stosb_nz-1G,avx512nt_nz-1G")
 FAULT_KINDS = "anon-4K,thp-2M,hugetlb-2M,hugetlb-1G"
@@ -881,7 +881,7 @@ def plot(result: dict, path: Path) -> None:
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     rows = result["summary"]
-    fills = [r for r in rows if r["kind"] == "fill"]
+    fills = [r for r in rows if r["kind"] == "fill" and r.get("section", "") in ("", "main")]
     sizes = sorted({r["size"] for r in fills})
     panels: list[tuple[str, list[dict]]] = []
     if fills:
@@ -933,7 +933,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "microbench",
         help="replay memmap-init and huge-page clearing write patterns on this CPU (bench/)",
         description="Build bench/ and measure record-fill and clearing strategies on the real CPU. "
-                    "Defaults take about 5 minutes on 2 cores; --quick is a <30 s smoke run.")
+                    "Defaults take about 3-4 minutes on this busy 2-vCPU machine; --quick is a <30 s smoke run.")
     p.add_argument("--quick", action="store_true", help="small sizes, 3 repetitions (<30 s smoke run)")
     p.add_argument("--sizes", help="record-fill destination sizes, in bytes of memmap (default 4M,16M,64M,256M,1G; 4M is the memmap of one 256 MiB test_hmm chunk)")
     p.add_argument("--reps", type=int, help="interleaved repetitions per case (default 7)")
