@@ -366,3 +366,18 @@ def test_run_mode_chunked_and_auto(bench_binary: Path):
     # = 65536 records -> 3 chunks
     assert fills[("auto-dram", 4 << 20, "chunked")]["chunks"] == 3
     assert out.info["auto_altmap_min"] == 2 << 20 and out.info["auto_dram_min"] == 8 << 20
+
+
+def test_bench_and_scaling_commands():
+    opts = {name: prof[0] for name, prof in mb.PROFILES.items()}
+    main = mb.bench_command(opts, ["anon-4K"], "4K", "fsdax", ("64M", None), "first")
+    assert main[main.index("--split") + 1] == "even" and main[main.index("--threads") + 1] == "1"
+    assert main[main.index("--auto-altmap-min") + 1] == "64M" and "--auto-dram-min" not in main
+    assert main[main.index("--clear-fault") + 1] == "first"
+    scale = mb.scaling_command(opts, "4K", "fsdax")
+    assert scale[scale.index("--split") + 1] == "even,chunked"
+    assert scale[scale.index("--dests") + 1] == "cold" and scale[scale.index("--clear") + 1] == "none"
+    assert scale[scale.index("--fault") + 1] == "none" and scale[scale.index("--sizes") + 1] == "1G"
+    assert mb.scaling_command({**opts, "scale_fill": "none"}, "4K", "fsdax") is None
+    out = mb.tag_section(mb.parse_output("sample kind=fill strategy=slow ns=5 bytes=64\n"), "scaling")
+    assert out.samples[0]["section"] == "scaling"

@@ -736,14 +736,16 @@ def option_values(args: argparse.Namespace) -> dict:
 
 
 def bench_command(opts: dict, fault_kinds: list[str], movsb_block: str, pgmap_type: str,
-                  auto_min: tuple[str | None, str | None] = (None, None)) -> list[str]:
+                  auto_min: tuple[str | None, str | None] = (None, None),
+                  clear_fault: str = "middle") -> list[str]:
     cmd = [str(BINARY), "run", "--sizes", opts["sizes"], "--reps", str(opts["reps"]),
            "--threads", opts["threads"], "--layouts", opts["layouts"], "--dests", opts["dests"],
            "--fill", opts["fill"] or "none", "--clear", opts["clear"] or "none",
            "--clear-size", opts["clear_size"], "--fault", ",".join(fault_kinds) or "none",
            "--fault-size", opts["fault_size"], "--min-bytes", opts["min_bytes"],
            "--movsb-block", movsb_block, "--pgmap-type", pgmap_type,
-           "--split", opts.get("split") or "even", "--chunk", opts.get("chunk") or "128M"]
+           "--split", opts.get("split") or "even", "--chunk", opts.get("chunk") or "128M",
+           "--clear-fault", clear_fault]
     for flag, value in zip(("--auto-altmap-min", "--auto-dram-min"), auto_min):
         if value:
             cmd += [flag, value]
@@ -800,7 +802,8 @@ def run(args: argparse.Namespace) -> int:
     sections: list[tuple[str, list[str], list[str]]] = []   # (name, command, output lines)
     with HugetlbReservation(plan) as resv:
         run_kinds = [k for k in fault_kinds if k not in resv.skipped]
-        cmds = [("", bench_command(opts, run_kinds, args.movsb_block, args.pgmap_type, auto_min))]
+        cmds = [("", bench_command(opts, run_kinds, args.movsb_block, args.pgmap_type, auto_min,
+                                   args.clear_fault))]
         scale = scaling_command(opts, args.movsb_block, args.pgmap_type, auto_min)
         if scale:
             cmds.append(("scaling", scale))
@@ -959,6 +962,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--clear", help="clear cases method-unit, e.g. stosb-4K,stosq-2M,clzero-all "
                                    "(methods: stosb stosb_desc stosq movnti avx512nt clzero memset; "
                                    "stosb_nz and avx512nt_nz store 0x5a: data-bandwidth probes)")
+    p.add_argument("--clear-fault", dest="clear_fault", default="middle", choices=["first", "middle", "last"],
+                   help="fault subpage of every folio for php2M/fz2M/fz1G clears (default middle)")
     p.add_argument("--clear-size", dest="clear_size", help="bytes cleared per clear sample (default 1G)")
     p.add_argument("--fault", help=f"demand-fault mappings (default {FAULT_KINDS}; 'none' to skip)")
     p.add_argument("--fault-size", dest="fault_size", help="bytes faulted per sample (default 1G)")
