@@ -58,9 +58,12 @@ def test_parse_line_rejects_bad_samples():
 
 # -------------------------------------------------------------------- stats
 
-def fill(strategy, ns, rep=0, threads=1, layout="o0", dest="cold", size=1 << 30):
-    return {"kind": "fill", "strategy": strategy, "layout": layout, "dest": dest, "size": size,
-            "threads": threads, "rep": rep, "ns": ns, "bytes": size, "cpu_ns": ns}
+def fill(strategy, ns, rep=0, threads=1, layout="o0", dest="cold", size=1 << 30, split=None, **extra):
+    s = {"kind": "fill", "strategy": strategy, "layout": layout, "dest": dest, "size": size,
+         "threads": threads, "rep": rep, "ns": ns, "bytes": size, "cpu_ns": ns, **extra}
+    if split:
+        s["split"] = split
+    return s
 
 
 def clear(strategy, unit, ns, size=1 << 30):
@@ -123,11 +126,97 @@ def test_machine_limit_ignores_in_cache_fills_and_separates_zeros():
     assert "x_4k" not in probe and probe["x_limit"] == pytest.approx(1.0)
 
 
-def test_best_fill_excludes_slow_paths():
+def test_best_fill_excludes_slow_paths_and_auto():
     g = 1 << 30
     rows = mb.summarize([fill("slow", g // 50), fill("slow-saferet", g // 40), fill("movntdq", g // 20),
-                         fill("template", g // 30, threads=2)])
+                         fill("template", g // 30, threads=2), fill("auto-dram", g // 60, chose="template")])
     assert mb.best_fill(rows, g, "o0")["strategy"] == "template"
+
+
+def test_parse_line_split_and_auto_choice():
+    kind, f = mb.parse_line("sample kind=fill strategy=auto-dram layout=o0 dest=warm size=4194304 threads=2 "
+                            "split=chunked rep=0 ns=100000 bytes=67108864 cpu_ns=90000 passes=16 chunks=2 "
+                            "chose=template")
+    assert f["split"] == "chunked" and f["chunks"] == 2 and f["chose"] == "template"
+    rows = mb.summarize([f])
+    assert rows[0]["split"] == "chunked" and rows[0]["chose"] == "template"
+
+
+def test_splits_and_sections_are_separate_cases():
+    g = 1 << 30
+    samples = [fill("slow", g // 5, split="even"), fill("slow", g // 10, threads=2, split="even"),
+               fill("slow", g // 5, split="chunked"), fill("slow", g // 20, threads=2, split="chunked"),
+               fill("template", g // 10, split="chunked"), fill("template", g // 20, threads=2, split="chunked")]
+    other = fill("slow", g // 2, split="even")      # same case, another section (separate interleaving)
+    other["section"] = "scaling"
+    rows = mb.summarize(samples + [other])
+    assert len(rows) == 7
+    mb.add_ratios(rows, {})
+    sc = {(s["strategy"], s["split"]): s["ratio"] for s in mb.thread_scaling(rows)}
+    assert sc[("slow", "even")] == pytest.approx(2.0)
+    assert sc[("slow", "chunked")] == pytest.approx(4.0)
+    assert sc[("template", "chunked")] == pytest.approx(2.0)
+    tmpl2 = next(r for r in rows if r["strategy"] == "template" and r["threads"] == 2)
+    assert tmpl2["x_slow"] == pytest.approx(1.0)      # against slow of the same split
+    text = mb.fill_tables(rows) + mb.scaling_table(mb.thread_scaling(rows))
+    assert "split=chunked" in text and "(scaling run)" in text and "chunked" in text
+
+
+def test_crossover_smallest_size_from_which_streaming_wins():
+    m = 1 << 20
+    samples = []
+    # template: 40, 30, 24, 22 GB/s; movntdq: 20, 31, 23, 26 -> wins at 16M, loses at 64M, wins at 256M
+    for size, t, st in ((4 * m, 40, 20), (16 * m, 30, 31), (64 * m, 24, 23), (256 * m, 22, 26)):
+        samples += [fill("template", size // t, size=size, dest="warm"),
+                    fill("movntdq", size // st, size=size, dest="warm")]
+    samples += [fill("template", (4 * m) // 20, size=4 * m), fill("movntdq", (4 * m) // 25, size=4 * m)]
+    cross = {(c["layout"], c["dest"]): c for c in mb.crossover(mb.summarize(samples))}
+    assert cross[("o0", "warm")]["crossover"] == 256 * m
+    assert cross[("o0", "warm")]["ratios"][16 * m] == pytest.approx(31 / 30, rel=1e-3)
+    assert cross[("o0", "cold")]["crossover"] == 4 * m
+    never = mb.crossover(mb.summarize([fill("template", 10, size=4 * m), fill("movntdq", 20, size=4 * m)]))
+    assert never[0]["crossover"] is None
+    text = mb.crossover_table(mb.crossover(mb.summarize(samples)))
+    assert "256M" in text and "none" not in text
+
+
+def test_auto_rows_against_best_and_slow():
+    m = 1 << 20
+    size = 4 * m
+    samples = [fill("slow", size // 10, size=size, dest="warm"),
+               fill("template", size // 40, size=size, dest="warm"),
+               fill("movntdq", size // 20, size=size, dest="warm"),
+               fill("auto-dram", size // 38, size=size, dest="warm", chose="template"),
+               fill("auto-altmap", size // 21, size=size, dest="warm", chose="movntdq")]
+    autos = {a["strategy"]: a for a in mb.auto_rows(mb.summarize(samples))}
+    assert autos["auto-dram"]["best"] == "template"
+    assert autos["auto-dram"]["ratio_best"] == pytest.approx(38 / 40, rel=1e-3)
+    assert autos["auto-dram"]["regret"] == pytest.approx(1.0)
+    assert autos["auto-dram"]["ratio_slow"] == pytest.approx(3.8, rel=1e-3)
+    assert autos["auto-altmap"]["regret"] == pytest.approx(0.5, rel=1e-3)   # chose the slower one
+    text = mb.auto_table(mb.auto_rows(mb.summarize(samples)))
+    assert "auto-altmap" in text and "0.50x" in text
+    line = mb.headline(mb.summarize(samples), {})
+    assert "auto-altmap: worst x best" in line and "regret 0.50x" in line
+
+
+def test_clear_ratios_against_612_order_and_unit_table():
+    g = 1 << 30
+    samples = [clear("stosb-4K", 4096, g // 25), clear("php2M-4K", 4096, g // 12),
+               clear("fz2M-32M", 32 << 20, g // 24), clear("fz1G-2M", 2 << 20, g // 27),
+               clear("fz1G-32M", 32 << 20, g // 50), clear("fz1G-1G", g, g // 75)]
+    rows = mb.summarize(samples)
+    mb.add_ratios(rows, {})
+    mb.add_clear_612(rows)
+    by = {r["strategy"]: r for r in rows}
+    assert mb.clear_folio("fz2M-32M") == "2M" and mb.clear_folio("fz1G-2M") == "1G"
+    assert mb.clear_folio("stosb-1G") == "1G"
+    assert by["fz2M-32M"]["x_612"] == pytest.approx(2.0, rel=1e-3)    # against php2M-4K
+    assert by["fz1G-32M"]["x_612"] == pytest.approx(2.0, rel=1e-3)    # against stosb-4K
+    text = mb.unit_table(rows)
+    lines = text.splitlines()
+    assert [l.split()[0] for l in lines[3:]] == ["2M", "32M", "1G"]
+    assert "1.50x" in lines[-1] and "3.00x" in lines[-1]              # 75/50 and 75/25
 
 
 def test_render_table_alignment_and_shape():
@@ -210,8 +299,15 @@ def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
     for name in ("slow", "slow-saferet", "template", "movnti", "movntdq", "repmovsb"):
         for layout in ("o0", "o9", "o9pre"):
             assert any(f"fill {name} layout={layout} pgmap=private threads=2" in l for l in ok), (name, layout)
+            # chunk sizes that are not multiples of a compound page, rounded up to 512 pages
+            for chunk in ("512", "1024"):
+                assert any(f"fill {name} layout={layout} pgmap=fsdax threads=3 split=chunked/{chunk} " in l
+                           for l in ok), (name, layout, chunk)
     for name in ("stosb", "stosq", "movnti", "memset"):
         assert any(l.startswith(f"ok clear {name} unit=4096") for l in ok), name
+    for name in ("php2M", "fz2M", "fz1G"):
+        for fault in ("first", "middle", "last"):
+            assert any(l.startswith(f"ok clear {name} unit=") and l.endswith(f"fault={fault}") for l in ok)
     assert "FAIL" not in proc.stdout
 
 
@@ -219,6 +315,7 @@ def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
     ("deferred-list", "layout=o9 "),        # prep_compound_head redone after the tails
     ("template-refcount", "layout=o0 "),    # one wrong byte in the last record
     ("clear-overrun", "FAIL clear "),       # one line written past the range
+    ("chunk-align", "split=chunked/"),      # chunks not rounded to whole compound pages
 ])
 def test_verify_catches_injected_bugs(bench_binary: Path, bug: str, where: str):
     proc = subprocess.run([str(bench_binary), "verify", "--size", "1M", "--bug", bug],
@@ -226,6 +323,10 @@ def test_verify_catches_injected_bugs(bench_binary: Path, bug: str, where: str):
     assert proc.returncode != 0
     fails = [l for l in proc.stdout.splitlines() if l.startswith("FAIL")]
     assert fails and all(where in l for l in fails), fails
+    if bug == "chunk-align":
+        # only compound layouts can notice, and at every thread count
+        assert all(" layout=o9" in l for l in fails)
+        assert {t for t in (1, 2, 3) if any(f"threads={t} " in l for l in fails)} == {1, 2, 3}
 
 
 def test_run_mode_output_parses(bench_binary: Path):
@@ -244,3 +345,39 @@ def test_run_mode_output_parses(bench_binary: Path):
     assert [s["strategy"] for s in fills[:3]] == ["slow", "template", "movnti"]
     assert {s["strategy"] for s in out.samples if s["kind"] == "clear"} == {"stosb-4K", "stosq-all"}
     assert out.info["llc_bytes"] > 0
+    assert {s["split"] for s in fills} == {"even"}
+
+
+def test_run_mode_chunked_and_auto(bench_binary: Path):
+    proc = subprocess.run([str(bench_binary), "run", "--sizes", "1M,4M", "--reps", "1", "--threads", "2",
+                           "--dests", "cold", "--layouts", "o9", "--split", "even,chunked", "--chunk", "100M",
+                           "--fill", "auto-altmap,auto-dram", "--auto-altmap-min", "2M",
+                           "--auto-dram-min", "8M", "--clear", "fz1G-2M,php2M-4K", "--clear-size", "4M",
+                           "--fault", "none", "--evict-bytes", "4M"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = mb.parse_output(proc.stdout)
+    fills = {(s["strategy"], s["size"], s["split"]): s for s in out.samples if s["kind"] == "fill"}
+    assert len(fills) == 8
+    assert fills[("auto-altmap", 1 << 20, "even")]["chose"] == "template"
+    assert fills[("auto-altmap", 4 << 20, "even")]["chose"] == "movntdq"
+    assert fills[("auto-dram", 4 << 20, "chunked")]["chose"] == "template"
+    # 100M of device memory = 25600 pages, rounded up to 25600 (a multiple of 512): 4M of memmap
+    # = 65536 records -> 3 chunks
+    assert fills[("auto-dram", 4 << 20, "chunked")]["chunks"] == 3
+    assert out.info["auto_altmap_min"] == 2 << 20 and out.info["auto_dram_min"] == 8 << 20
+
+
+def test_bench_and_scaling_commands():
+    opts = {name: prof[0] for name, prof in mb.PROFILES.items()}
+    main = mb.bench_command(opts, ["anon-4K"], "4K", "fsdax", ("64M", None), "first")
+    assert main[main.index("--split") + 1] == "even" and main[main.index("--threads") + 1] == "1"
+    assert main[main.index("--auto-altmap-min") + 1] == "64M" and "--auto-dram-min" not in main
+    assert main[main.index("--clear-fault") + 1] == "first"
+    scale = mb.scaling_command(opts, "4K", "fsdax")
+    assert scale[scale.index("--split") + 1] == "even,chunked"
+    assert scale[scale.index("--dests") + 1] == "cold" and scale[scale.index("--clear") + 1] == "none"
+    assert scale[scale.index("--fault") + 1] == "none" and scale[scale.index("--sizes") + 1] == "1G"
+    assert mb.scaling_command({**opts, "scale_fill": "none"}, "4K", "fsdax") is None
+    out = mb.tag_section(mb.parse_output("sample kind=fill strategy=slow ns=5 bytes=64\n"), "scaling")
+    assert out.samples[0]["section"] == "scaling"

@@ -142,3 +142,96 @@ void fill_avx512nt_nz(void *p, size_t len, size_t unit)
 {
 	CHUNKED(nt512_nz_chunk(c_, n));
 }
+
+/* ------------------------------------------------------------------------
+ * Huge-folio clearing orders, folio by folio, for a fault at a given subpage
+ * of each folio (first, middle or last 4 KiB page).
+ */
+static unsigned long fault_idx(unsigned long nr, int fault)
+{
+	return fault == FAULT_FIRST ? 0 : fault == FAULT_LAST ? nr - 1 : nr / 2;
+}
+
+static inline void clear_subpage(char *base, unsigned long i)
+{
+	bench_cond_resched();
+	rep_stosb(base + i * 4096, 4096);
+}
+
+/*
+ * 6.12's process_huge_page() (the order folio_zero_user() uses for folios up
+ * to MAX_ORDER_NR_PAGES): 4 KiB pages, first the far end of the folio, then
+ * left-right pairs converging on the target subpage, which is cleared last.
+ */
+static void php_folio(char *base, unsigned long nr, unsigned long n)
+{
+	unsigned long i, b, l;
+
+	if (2 * n <= nr) {
+		b = 0;
+		l = n;
+		for (i = nr; i-- > 2 * n;)
+			clear_subpage(base, i);
+	} else {
+		b = nr - 2 * (nr - n);
+		l = nr - n;
+		for (i = 0; i < b; i++)
+			clear_subpage(base, i);
+	}
+	for (i = 0; i < l; i++) {
+		clear_subpage(base, b + i);
+		clear_subpage(base, b + 2 * l - 1 - i);
+	}
+}
+
+void clear_folios_php(void *p, size_t len, size_t folio, int fault)
+{
+	char *c = p;
+
+	for (size_t off = 0; off < len; off += folio) {
+		size_t n = len - off < folio ? len - off : folio;
+
+		if (n < 4096)
+			break;
+		php_folio(c + off, n / 4096, fault_idx(n / 4096, fault));
+	}
+}
+
+/* clear_contig_highpages(): rep stosb extents of at most `unit` bytes */
+static void clear_units(char *p, size_t len, size_t unit)
+{
+	CHUNKED(rep_stosb(c_, n));
+}
+
+#define FZ_RADIUS 2	/* subpages on each side of the fault cleared last */
+
+/*
+ * folio_zero_user() of the extent series: the part right of the fault's
+ * neighbourhood, then the part left of it, then the neighbourhood itself
+ * (fault subpage +- FZ_RADIUS) last so it stays cache-hot; each part in
+ * extents of at most `unit` bytes with a cond_resched() between them.
+ */
+static void fz_folio(char *base, unsigned long nr, unsigned long n, size_t unit)
+{
+	unsigned long lo = n > FZ_RADIUS ? n - FZ_RADIUS : 0;
+	unsigned long hi = n + FZ_RADIUS < nr - 1 ? n + FZ_RADIUS : nr - 1;
+
+	if (hi + 1 < nr)
+		clear_units(base + (hi + 1) * 4096, (nr - hi - 1) * 4096, unit);
+	if (lo)
+		clear_units(base, lo * 4096, unit);
+	clear_units(base + lo * 4096, (hi - lo + 1) * 4096, unit);
+}
+
+void clear_folios_fz(void *p, size_t len, size_t unit, size_t folio, int fault)
+{
+	char *c = p;
+
+	for (size_t off = 0; off < len; off += folio) {
+		size_t n = len - off < folio ? len - off : folio;
+
+		if (n < 4096)
+			break;
+		fz_folio(c + off, n / 4096, fault_idx(n / 4096, fault), unit);
+	}
+}

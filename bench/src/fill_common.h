@@ -52,6 +52,26 @@ static inline void first_unit_templates(const struct fill_job *j, struct templat
  * initialised, so a fast path that redoes it after the tails would not be
  * bit-for-bit equal (BUG_DEFERRED_LIST shows the verifier catches that).
  */
+/*
+ * The templates of a job: the worker's cached ones when it already derived
+ * them from an earlier chunk (the records do not depend on the PFN on x86-64,
+ * and compound_head is re-pointed per compound anyway), else from the slow
+ * path on this job's first unit, cached for the next chunk.
+ */
+static inline void get_templates(const struct fill_job *j, struct templates *t,
+				 struct fill_job *rest)
+{
+	if (j->tpl && j->tpl->valid) {
+		*t = *j->tpl;
+		*rest = *j;
+		return;
+	}
+	first_unit_templates(j, t, rest);
+	t->valid = 1;
+	if (j->tpl)
+		*j->tpl = *t;
+}
+
 static inline void fast_prep_compound_head(struct page *head, unsigned int order, int bug)
 {
 	struct folio *folio = (struct folio *)head;
@@ -94,14 +114,15 @@ void name(const struct fill_job *j0)						\
 	struct fill_job j;							\
 	struct page *p, *end;							\
 										\
-	first_unit_templates(j0, &T, &j);					\
+	get_templates(j0, &T, &j);						\
 	p = j.map + (j.start_pfn - j.base_pfn);					\
 	end = p + j.nr_pages;							\
 	if (j.order == 0) {							\
 		tpl_t h = LOAD(T.head);						\
 		for (; p < end; p++)						\
 			PUT(p, h);						\
-		DRAIN();							\
+		if (!j0->no_drain)						\
+			DRAIN();						\
 		inject_template_bug(j0);					\
 		return;								\
 	}									\
@@ -125,7 +146,8 @@ void name(const struct fill_job *j0)						\
 			fast_prep_compound_head(p, j.order, j.bug);		\
 		}								\
 	}									\
-	DRAIN();								\
+	if (!j0->no_drain)							\
+		DRAIN();							\
 }
 
 #endif

@@ -67,7 +67,7 @@ void fill_repmovsb(const struct fill_job *j0)
 	unsigned long *blk = j0->scratch;
 	unsigned long per = j0->scratch_bytes / 64, i;
 
-	first_unit_templates(j0, &T, &j);
+	get_templates(j0, &T, &j);
 	p = j.map + (j.start_pfn - j.base_pfn);
 	end = p + j.nr_pages;
 	if (j.order == 0) {

@@ -211,17 +211,51 @@ struct fill_strategy {
 	fill_fn fn;		/* layouts o0 and o9 */
 	fill_fn pre;		/* layout o9pre */
 	int needs_avx512;
+	int placement;		/* auto-*: where the memmap lives (PLACE_*), else 0 */
 };
 
+/*
+ * The kernel's `auto` policy (issue 6): stream iff the CPU has the
+ * non-temporal backend (x86-64: MOVNTDQ, SSE2, always) and the memmap is at
+ * least a threshold: the LLC size when the memmap lives in device memory
+ * (altmap, map=dev: never cache-resident, never read right after init by the
+ * CPU that wrote it), 4 x LLC when it lives in ordinary DRAM (it may have
+ * just been zeroed into the cache, and streaming stores have to push those
+ * lines out).  The bench has no device memory: the placement only selects
+ * the threshold; every destination is DRAM here.
+ */
+#define PLACE_ALTMAP 1
+#define PLACE_DRAM 2
+static size_t auto_min[3];	/* threshold in memmap bytes, by placement */
+
 static const struct fill_strategy fill_strategies[] = {
-	{ "slow", slow_memmap_init_zone_device, slow_memmap_init_zone_device, 0 },
-	{ "slow-saferet", saferet_memmap_init_zone_device, saferet_memmap_init_zone_device, 0 },
-	{ "template", fill_template, fill_template_pre, 0 },
-	{ "movnti", fill_movnti, fill_movnti_pre, 0 },
-	{ "movntdq", fill_movntdq, fill_movntdq_pre, 0 },
-	{ "avx512nt", fill_avx512nt, fill_avx512nt_pre, 1 },
-	{ "repmovsb", fill_repmovsb, fill_repmovsb, 0 },
+	{ "slow", slow_memmap_init_zone_device, slow_memmap_init_zone_device, 0, 0 },
+	{ "slow-saferet", saferet_memmap_init_zone_device, saferet_memmap_init_zone_device, 0, 0 },
+	{ "template", fill_template, fill_template_pre, 0, 0 },
+	{ "movnti", fill_movnti, fill_movnti_pre, 0, 0 },
+	{ "movntdq", fill_movntdq, fill_movntdq_pre, 0, 0 },
+	{ "avx512nt", fill_avx512nt, fill_avx512nt_pre, 1, 0 },
+	{ "repmovsb", fill_repmovsb, fill_repmovsb, 0, 0 },
+	{ "auto-altmap", NULL, NULL, 0, PLACE_ALTMAP },
+	{ "auto-dram", NULL, NULL, 0, PLACE_DRAM },
 };
+
+/* What `auto` runs for a fill of `bytes` of memmap: the streaming copy
+ * (movntdq, the kernel's memcpy_nontemporal() backend) or the template copy. */
+static int auto_streams(const struct fill_strategy *fs, size_t bytes)
+{
+	return bytes >= auto_min[fs->placement];
+}
+
+static fill_fn strategy_fn(const struct fill_strategy *fs, int pre, size_t bytes)
+{
+	if (fs->placement) {
+		if (auto_streams(fs, bytes))
+			return pre ? fill_movntdq_pre : fill_movntdq;
+		return pre ? fill_template_pre : fill_template;
+	}
+	return pre ? fs->pre : fs->fn;
+}
 #define N_FILL (sizeof(fill_strategies) / sizeof(fill_strategies[0]))
 
 static const struct fill_strategy *find_fill(const char *name)
@@ -240,18 +274,38 @@ struct clear_method {
 	clear_fn fn;
 	int needs;		/* 1: avx512f, 2: clzero */
 	unsigned char byte;	/* what the range holds afterwards */
+	size_t folio;		/* folio methods: folio size (fn is NULL) */
+	int php;		/* 1: 6.12 process_huge_page(), 0: folio_zero_user() extents */
 };
 
+static int clear_fault = FAULT_MIDDLE;	/* fault subpage of each folio */
+
+static void do_clear(const struct clear_method *m, void *p, size_t len, size_t unit)
+{
+	if (m->folio && m->php)
+		clear_folios_php(p, len, m->folio, clear_fault);
+	else if (m->folio)
+		clear_folios_fz(p, len, unit, m->folio, clear_fault);
+	else if (m->fn == (clear_fn)clear_stosb_desc)
+		clear_stosb_desc(p, len, unit < HUGE_2M ? HUGE_2M : unit);
+	else
+		m->fn(p, len, unit);
+}
+
 static const struct clear_method clear_methods[] = {
-	{ "stosb", clear_stosb, 0, 0 },
-	{ "stosb_desc", clear_stosb_desc, 0, 0 },
-	{ "stosq", clear_stosq, 0, 0 },
-	{ "movnti", clear_movnti, 0, 0 },
-	{ "avx512nt", clear_avx512nt, 1, 0 },
-	{ "clzero", clear_clzero, 2, 0 },
-	{ "memset", clear_memset, 0, 0 },
-	{ "stosb_nz", fill_stosb_nz, 0, 0x5a },
-	{ "avx512nt_nz", fill_avx512nt_nz, 1, 0x5a },
+	{ "stosb", clear_stosb, 0, 0, 0, 0 },
+	{ "stosb_desc", clear_stosb_desc, 0, 0, 0, 0 },
+	{ "stosq", clear_stosq, 0, 0, 0, 0 },
+	{ "movnti", clear_movnti, 0, 0, 0, 0 },
+	{ "avx512nt", clear_avx512nt, 1, 0, 0, 0 },
+	{ "clzero", clear_clzero, 2, 0, 0, 0 },
+	{ "memset", clear_memset, 0, 0, 0, 0 },
+	{ "stosb_nz", fill_stosb_nz, 0, 0x5a, 0, 0 },
+	{ "avx512nt_nz", fill_avx512nt_nz, 1, 0x5a, 0, 0 },
+	/* fault in the middle of every folio (--clear-fault) */
+	{ "php2M", NULL, 0, 0, 2UL << 20, 1 },	/* 6.12, THP / 2 MiB hugetlb */
+	{ "fz2M", NULL, 0, 0, 2UL << 20, 0 },	/* extent series, 2 MiB folio */
+	{ "fz1G", NULL, 0, 0, 1UL << 30, 0 },	/* extent series, 1 GiB folio */
 };
 #define N_CLEAR (sizeof(clear_methods) / sizeof(clear_methods[0]))
 
@@ -293,6 +347,7 @@ struct worker {
 	pthread_t tid;
 	fill_fn fn;
 	struct fill_job job;
+	int chunked;
 	int readback;
 	unsigned long sum;
 	unsigned long arm;		/* under pool_lock: sample generation to join */
@@ -300,15 +355,91 @@ struct worker {
 	_Atomic unsigned long done;	/* last generation finished */
 };
 
-static void readback(struct worker *w)
+static unsigned long readback_job(const struct fill_job *j)
 {
-	const struct page *p = w->job.map + (w->job.start_pfn - w->job.base_pfn);
+	const struct page *p = j->map + (j->start_pfn - j->base_pfn);
 	unsigned long s = 0;
 
 	/* what the page allocator reads first: flags and the refcount */
-	for (unsigned long i = 0; i < w->job.nr_pages; i++)
+	for (unsigned long i = 0; i < j->nr_pages; i++)
 		s += p[i].flags + (unsigned long)p[i]._refcount;
+	return s;
+}
+
+static void readback(struct worker *w)
+{
+	w->sum = readback_job(&w->job);
+}
+
+/*
+ * Chunked split (the kernel's multithreaded init, issue 6): the range is cut
+ * at PFNs that are multiples of chunk_pages (rounded up to a whole number of
+ * compound pages and pageblocks), and every thread pulls the next chunk from
+ * an atomic counter until none is left.  Each thread drains its streaming
+ * stores once, after its last chunk; the caller waits for all of them.
+ */
+#define SPLIT_EVEN 0
+#define SPLIT_CHUNKED 1
+#define PAGEBLOCK_NR_PAGES 512UL	/* pageblock_order 9 on x86-64 */
+
+static unsigned long chunk_req_pages = 32768;	/* --chunk: 128 MiB of device memory */
+static _Atomic unsigned long next_chunk;
+static unsigned long chunk_first, chunk_end, chunk_pages, n_chunks;
+static int bug;
+
+static unsigned long chunk_round(unsigned long want, unsigned int order)
+{
+	unsigned long align = 1UL << order;
+
+	if (align < PAGEBLOCK_NR_PAGES)
+		align = PAGEBLOCK_NR_PAGES;
+	if (bug == BUG_CHUNK_ALIGN)
+		align = 64;	/* forgets the compound/pageblock alignment */
+	if (!want)
+		want = 1;
+	return (want + align - 1) / align * align;
+}
+
+static void setup_chunks(unsigned long start_pfn, unsigned long nr_pages, unsigned int order)
+{
+	chunk_pages = chunk_round(chunk_req_pages, order);
+	chunk_first = start_pfn - start_pfn % chunk_pages;
+	chunk_end = start_pfn + nr_pages;
+	n_chunks = (chunk_end - 1) / chunk_pages - start_pfn / chunk_pages + 1;
+	atomic_store_explicit(&next_chunk, 0, memory_order_relaxed);
+}
+
+static void run_chunks(struct worker *w)
+{
+	struct templates tpl;
+	struct fill_job j = w->job;
+	unsigned long c, first = j.start_pfn, s = 0;
+
+	tpl.valid = 0;
+	j.tpl = &tpl;
+	j.no_drain = 1;
+	while ((c = atomic_fetch_add_explicit(&next_chunk, 1, memory_order_relaxed)) < n_chunks) {
+		unsigned long lo = chunk_first + c * chunk_pages, hi = lo + chunk_pages;
+
+		j.start_pfn = lo < first ? first : lo;
+		j.nr_pages = (hi > chunk_end ? chunk_end : hi) - j.start_pfn;
+		w->fn(&j);
+		if (w->readback)
+			s += readback_job(&j);
+	}
+	asm volatile("sfence" ::: "memory");	/* the one drain of this thread */
 	w->sum = s;
+}
+
+static void do_work(struct worker *w)
+{
+	if (w->chunked) {
+		run_chunks(w);
+		return;
+	}
+	w->fn(&w->job);
+	if (w->readback)
+		readback(w);
 }
 
 /*
@@ -341,9 +472,7 @@ static void *worker_main(void *arg)
 		atomic_store_explicit(&w->ready, mine, memory_order_release);
 		while (atomic_load_explicit(&go_gen, memory_order_acquire) != mine)
 			__builtin_ia32_pause();
-		w->fn(&w->job);
-		if (w->readback)
-			readback(w);
+		do_work(w);
 		atomic_store_explicit(&w->done, mine, memory_order_release);
 	}
 	return NULL;
@@ -352,7 +481,6 @@ static void *worker_main(void *arg)
 static struct dev_pagemap the_pgmap = { .type = MEMORY_DEVICE_FS_DAX };
 static void *scratch[MAX_THREADS];
 static size_t scratch_bytes = 4096;
-static int bug = BUG_NONE;
 
 /* Split nr_pages records into per-thread jobs aligned to compound pages. */
 static void make_jobs(struct worker *w, int threads, struct page *map, unsigned long nr_pages,
@@ -392,7 +520,7 @@ static void evict(void);
  * destination; returns the elapsed ns from release to the last thread done.
  */
 static uint64_t run_fill(fill_fn fn, int threads, struct page *map, unsigned long nr_pages,
-			 unsigned int order, int do_readback, int prep)
+			 unsigned int order, int do_readback, int prep, int split)
 {
 	uint64_t t0, t1, c0;
 
@@ -402,7 +530,17 @@ static uint64_t run_fill(fill_fn fn, int threads, struct page *map, unsigned lon
 		pool_threads++;
 	}
 	the_pgmap.vmemmap_shift = order;
-	make_jobs(pool, threads, map, nr_pages, order);
+	if (split == SPLIT_CHUNKED) {
+		/* every thread gets the whole range; run_chunks() hands out chunks */
+		make_jobs(pool, 1, map, nr_pages, order);
+		for (int t = 1; t < threads; t++) {
+			pool[t].job = pool[0].job;
+			pool[t].job.scratch = scratch[t];
+		}
+		setup_chunks(BASE_PFN, nr_pages, order);
+	} else {
+		make_jobs(pool, threads, map, nr_pages, order);
+	}
 	if (prep != PREP_NONE)
 		evict();
 	if (prep == PREP_WARM)
@@ -413,6 +551,7 @@ static uint64_t run_fill(fill_fn fn, int threads, struct page *map, unsigned lon
 	for (int t = 0; t < threads; t++) {
 		pool[t].fn = fn;
 		pool[t].readback = do_readback;
+		pool[t].chunked = split == SPLIT_CHUNKED;
 		pool[t].sum = 0;
 		if (t)
 			pool[t].arm = gen;
@@ -426,9 +565,7 @@ static uint64_t run_fill(fill_fn fn, int threads, struct page *map, unsigned lon
 	t0 = now_ns();
 	atomic_store_explicit(&go_gen, gen, memory_order_release);
 	c0 = thread_cpu_ns();
-	fn(&pool[0].job);
-	if (do_readback)
-		readback(&pool[0]);
+	do_work(&pool[0]);
 	last_cpu_ns = thread_cpu_ns() - c0;
 	for (int t = 1; t < threads; t++)
 		while (atomic_load_explicit(&pool[t].done, memory_order_acquire) != gen)
@@ -499,8 +636,9 @@ static int fault_sample(const char *kind, size_t size, uint64_t *ns, size_t *hug
 
 struct opts {
 	char *sizes[MAX_LIST], *threads[MAX_LIST], *layouts[MAX_LIST], *dests[MAX_LIST];
-	char *fills[MAX_LIST], *clears[MAX_LIST], *faults[MAX_LIST];
-	int n_sizes, n_threads, n_layouts, n_dests, n_fills, n_clears, n_faults;
+	char *fills[MAX_LIST], *clears[MAX_LIST], *faults[MAX_LIST], *splits[MAX_LIST];
+	int n_sizes, n_threads, n_layouts, n_dests, n_fills, n_clears, n_faults, n_splits;
+	size_t auto_altmap_min, auto_dram_min;	/* 0: LLC and 4 x LLC */
 	int reps;
 	size_t clear_size, fault_size, evict_bytes, verify_size, min_bytes;
 };
@@ -532,6 +670,7 @@ static void defaults(struct opts *o)
 		 "stosq-1G,movnti-1G,avx512nt-2M,avx512nt-1G,clzero-2M,clzero-1G,memset-1G,"
 		 "stosb_nz-1G,avx512nt_nz-1G");
 	set_list(o->faults, &o->n_faults, "anon-4K,thp-2M,hugetlb-2M,hugetlb-1G");
+	set_list(o->splits, &o->n_splits, "even");
 	o->reps = 5;
 	o->clear_size = 1UL << 30;
 	o->fault_size = 1UL << 30;
@@ -547,7 +686,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "fault", 1, 0, 'F' }, { "reps", 1, 0, 'r' }, { "clear-size", 1, 0, 'C' },
 		{ "fault-size", 1, 0, 'S' }, { "evict-bytes", 1, 0, 'e' },
 		{ "movsb-block", 1, 0, 'm' }, { "pgmap-type", 1, 0, 'p' }, { "size", 1, 0, 'z' },
-		{ "bug", 1, 0, 'b' }, { "min-bytes", 1, 0, 'M' }, { 0, 0, 0, 0 },
+		{ "bug", 1, 0, 'b' }, { "min-bytes", 1, 0, 'M' }, { "split", 1, 0, 'x' },
+		{ "chunk", 1, 0, 'k' }, { "auto-altmap-min", 1, 0, 'A' },
+		{ "auto-dram-min", 1, 0, 'D' }, { "clear-fault", 1, 0, 'q' }, { 0, 0, 0, 0 },
 	};
 	int c;
 
@@ -567,6 +708,17 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'm': scratch_bytes = parse_size(optarg) & ~63UL; break;
 		case 'z': o->verify_size = parse_size(optarg); break;
 		case 'M': o->min_bytes = parse_size(optarg); break;
+		case 'x': set_list(o->splits, &o->n_splits, optarg); break;
+		/* --chunk is in bytes of device memory: one 4 KiB page per record */
+		case 'k': chunk_req_pages = parse_size(optarg) / 4096; break;
+		case 'A': o->auto_altmap_min = parse_size(optarg); break;
+		case 'D': o->auto_dram_min = parse_size(optarg); break;
+		case 'q':
+			if (!strcmp(optarg, "first")) clear_fault = FAULT_FIRST;
+			else if (!strcmp(optarg, "middle")) clear_fault = FAULT_MIDDLE;
+			else if (!strcmp(optarg, "last")) clear_fault = FAULT_LAST;
+			else die("unknown --clear-fault '%s' (first, middle, last)", optarg);
+			break;
 		case 'p':
 			if (!strcmp(optarg, "private")) the_pgmap.type = MEMORY_DEVICE_PRIVATE;
 			else if (!strcmp(optarg, "coherent")) the_pgmap.type = MEMORY_DEVICE_COHERENT;
@@ -578,6 +730,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			if (!strcmp(optarg, "deferred-list")) bug = BUG_DEFERRED_LIST;
 			else if (!strcmp(optarg, "clear-overrun")) bug = BUG_CLEAR_OVERRUN;
 			else if (!strcmp(optarg, "template-refcount")) bug = BUG_TEMPLATE_REFCOUNT;
+			else if (!strcmp(optarg, "chunk-align")) bug = BUG_CHUNK_ALIGN;
 			else die("unknown bug '%s'", optarg);
 			break;
 		default:
@@ -586,6 +739,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	}
 	if (o->reps < 1)
 		die("--reps must be >= 1%s", "");
+	for (int i = 0; i < o->n_splits; i++)
+		if (strcmp(o->splits[i], "even") && strcmp(o->splits[i], "chunked"))
+			die("unknown split '%s' (even, chunked)", o->splits[i]);
 	/* "none" empties a list */
 	if (o->n_fills == 1 && !strcmp(o->fills[0], "none")) o->n_fills = 0;
 	if (o->n_clears == 1 && !strcmp(o->clears[0], "none")) o->n_clears = 0;
@@ -626,11 +782,17 @@ static int cmd_run(struct opts *o)
 			die("bad thread count '%s'", o->threads[i]);
 	if (!o->evict_bytes)
 		o->evict_bytes = 3 * llc;
+	auto_min[PLACE_ALTMAP] = o->auto_altmap_min ? o->auto_altmap_min : llc;
+	auto_min[PLACE_DRAM] = o->auto_dram_min ? o->auto_dram_min : 4 * llc;
 	alloc_scratch();
 	size_t need = max_fill > o->clear_size ? max_fill : o->clear_size;
 	printf("info llc_bytes=%zu\ninfo evict_bytes=%zu\ninfo avx512f=%d\ninfo clzero=%d\n"
-	       "info movsb_block=%zu\ninfo pgmap_type=%d\ninfo buffer_bytes=%zu\n",
-	       llc, o->evict_bytes, avx512, clzero, scratch_bytes, the_pgmap.type, need);
+	       "info movsb_block=%zu\ninfo pgmap_type=%d\ninfo buffer_bytes=%zu\n"
+	       "info auto_altmap_min=%zu\ninfo auto_dram_min=%zu\ninfo chunk_pages=%lu\n"
+	       "info llc_sysconf=%ld\ninfo clear_fault=%d\n",
+	       llc, o->evict_bytes, avx512, clzero, scratch_bytes, the_pgmap.type, need,
+	       auto_min[PLACE_ALTMAP], auto_min[PLACE_DRAM], chunk_req_pages,
+	       sysconf(_SC_LEVEL3_CACHE_SIZE), clear_fault);
 	fflush(stdout);
 	buf = alloc_buf(need, 1);
 	printf("info buffer_thp_bytes=%zu\n", anon_huge_bytes(buf));
@@ -677,10 +839,14 @@ static int cmd_run(struct opts *o)
 					if (strcmp(dest, "cold") && strcmp(dest, "warm") && !rb)
 						die("unknown destination '%s' (cold, warm, readback)", dest);
 					for (int ti = 0; ti < o->n_threads; ti++) {
-						int threads = atoi(o->threads[ti]);
+					int threads = atoi(o->threads[ti]);
+
+					for (int xi = 0; xi < o->n_splits; xi++) {
+						int split = strcmp(o->splits[xi], "even") ? SPLIT_CHUNKED : SPLIT_EVEN;
 
 						for (int f = 0; f < o->n_fills; f++) {
 							const struct fill_strategy *fs = find_fill(o->fills[f]);
+							fill_fn fn = strategy_fn(fs, pre, size);
 							uint64_t ns;
 
 							if (fs->needs_avx512 && !avx512)
@@ -689,17 +855,24 @@ static int cmd_run(struct opts *o)
 
 							ns = 0;
 							for (unsigned long k = 0; k < passes; k++) {
-								ns += run_fill(pre ? fs->pre : fs->fn, threads,
-									       (struct page *)buf, size / 64, order, rb,
-									       strcmp(dest, "warm") ? PREP_COLD : PREP_WARM);
+								ns += run_fill(fn, threads, (struct page *)buf, size / 64,
+									       order, rb,
+									       strcmp(dest, "warm") ? PREP_COLD : PREP_WARM,
+									       split);
 								cpu += last_cpu_ns;
 							}
 							printf("sample kind=fill strategy=%s layout=%s dest=%s size=%zu "
-							       "threads=%d rep=%d ns=%llu bytes=%zu cpu_ns=%llu passes=%lu\n",
-							       fs->name, o->layouts[li], dest, size, threads, rep,
-							       (unsigned long long)ns, size * passes,
+							       "threads=%d split=%s rep=%d ns=%llu bytes=%zu cpu_ns=%llu "
+							       "passes=%lu", fs->name, o->layouts[li], dest, size, threads,
+							       o->splits[xi], rep, (unsigned long long)ns, size * passes,
 							       (unsigned long long)cpu, passes);
+							if (split == SPLIT_CHUNKED)
+								printf(" chunks=%lu", n_chunks);
+							if (fs->placement)
+								printf(" chose=%s", auto_streams(fs, size) ? "movntdq" : "template");
+							printf("\n");
 						}
+					}
 					}
 				}
 			}
@@ -718,10 +891,7 @@ static int cmd_run(struct opts *o)
 			evict();
 			t0 = now_ns();
 			c0 = thread_cpu_ns();
-			if (m->fn == (clear_fn)clear_stosb_desc)
-				clear_stosb_desc(buf, o->clear_size, HUGE_2M);
-			else
-				m->fn(buf, o->clear_size, unit);
+			do_clear(m, buf, o->clear_size, unit);
 			c0 = thread_cpu_ns() - c0;
 			t1 = now_ns();
 			printf("sample kind=clear strategy=%s unit=%zu size=%zu threads=1 rep=%d ns=%llu "
@@ -763,7 +933,7 @@ static int cmd_run(struct opts *o)
 
 /* ------------------------------------------------------------- verify mode */
 
-#define GUARD 8192
+#define GUARD 65536	/* > 511 records: a misaligned chunk's overrun stays in it */
 #define POISON 0xa5
 
 static int failures;
@@ -850,20 +1020,28 @@ static int cmd_verify(struct opts *o)
 			const char *tname = types[ty] == MEMORY_DEVICE_PRIVATE ? "private" : "fsdax";
 
 			memset(buf, POISON, size + 2 * GUARD);
-			run_fill(slow_memmap_init_zone_device, 1, map, nr, order, 0, PREP_NONE);
+			run_fill(slow_memmap_init_zone_device, 1, map, nr, order, 0, PREP_NONE, SPLIT_EVEN);
 			memcpy(ref, buf, size + 2 * GUARD);
 			snprintf(what, sizeof(what), "%s/%s", layouts[li], tname);
 			check_reference(map, nr, order, what);
 			for (size_t f = 0; f < N_FILL; f++) {
 				const struct fill_strategy *fs = &fill_strategies[f];
 
-				if (fs->needs_avx512 && !avx512)
-					continue;
-				for (int ti = 0; ti < 3; ti++) {
+				if ((fs->needs_avx512 && !avx512) || fs->placement)
+					continue;	/* auto-* run the template/movntdq functions */
+				for (int ti = 0; ti < 3; ti++)
+				for (int xi = 0; xi < 3; xi++) {
 					int threads = thread_counts[ti];
+					int split = xi ? SPLIT_CHUNKED : SPLIT_EVEN;
+					char sname[32] = "even";
 
+					/* chunk sizes that are not multiples of a compound page:
+					 * 100 pages -> 512, 700 -> 1024 (uneven last chunk) */
+					chunk_req_pages = xi == 1 ? 100 : 700;
 					memset(buf, POISON, size + 2 * GUARD);
-					run_fill(pre ? fs->pre : fs->fn, threads, map, nr, order, 0, PREP_NONE);
+					run_fill(pre ? fs->pre : fs->fn, threads, map, nr, order, 0, PREP_NONE, split);
+					if (split == SPLIT_CHUNKED)
+						snprintf(sname, sizeof(sname), "chunked/%lu", chunk_pages);
 					int ok = !memcmp(buf, ref, size + 2 * GUARD);
 					size_t at = 0;
 
@@ -871,8 +1049,9 @@ static int cmd_verify(struct opts *o)
 						while (at < size + 2 * GUARD && buf[at] == ref[at])
 							at++;
 					snprintf(what, sizeof(what),
-						 "fill %s layout=%s pgmap=%s threads=%d records=%lu%s", fs->name,
-						 layouts[li], tname, threads, nr, ok ? "" : " (first differing byte ");
+						 "fill %s layout=%s pgmap=%s threads=%d split=%s records=%lu%s",
+						 fs->name, layouts[li], tname, threads, sname, nr,
+						 ok ? "" : " (first differing byte ");
 					if (!ok) {
 						long off = (long)at - GUARD;
 
@@ -893,16 +1072,15 @@ static int cmd_verify(struct opts *o)
 
 		if (!cpu_ok(m->needs, avx512, clzero))
 			continue;
-		for (int u = 0; u < 3; u++) {
+		for (int u = 0; u < 3; u++)
+		for (int fp = FAULT_FIRST; fp <= (m->folio ? FAULT_LAST : FAULT_FIRST); fp++) {
 			size_t unit = units[u] ? units[u] : size;
 			char *r = buf + GUARD;
 			int ok = 1;
 
+			clear_fault = fp;
 			memset(buf, POISON, size + 2 * GUARD);
-			if (m->fn == (clear_fn)clear_stosb_desc)
-				clear_stosb_desc(r, size, unit < HUGE_2M ? HUGE_2M : unit);
-			else
-				m->fn(r, size + (bug == BUG_CLEAR_OVERRUN ? 64 : 0), unit);
+			do_clear(m, r, size + (bug == BUG_CLEAR_OVERRUN && !m->folio ? 64 : 0), unit);
 			for (size_t i = 0; i < size + 2 * GUARD; i++) {
 				int inside = i >= GUARD && i < GUARD + size;
 
@@ -913,7 +1091,9 @@ static int cmd_verify(struct opts *o)
 					break;
 				}
 			}
-			snprintf(what, sizeof(what), "clear %s unit=%zu bytes=%zu", m->name, unit, size);
+			snprintf(what, sizeof(what), "clear %s unit=%zu bytes=%zu%s", m->name, unit, size,
+				 !m->folio ? "" : fp == FAULT_FIRST ? " fault=first" :
+				 fp == FAULT_MIDDLE ? " fault=middle" : " fault=last");
 			report(ok, what);
 		}
 	}

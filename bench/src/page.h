@@ -123,12 +123,21 @@ struct fill_job {
 	int bug;			/* verify self-test: inject a known bug */
 	void *scratch;			/* per-thread cache-hot block (rep movsb) */
 	size_t scratch_bytes;
+	/*
+	 * Chunked split: a worker runs many jobs (chunks).  tpl, when set, keeps
+	 * the templates its first chunk derived from the slow path, so later
+	 * chunks reuse them instead of running the slow path again; no_drain
+	 * leaves the final SFENCE to the worker, once after its last chunk.
+	 */
+	struct templates *tpl;
+	int no_drain;
 };
 
 #define BUG_NONE 0
 #define BUG_DEFERRED_LIST 1	/* fast o9: full prep_compound_head after tails */
 #define BUG_CLEAR_OVERRUN 2	/* clear: one line too many */
 #define BUG_TEMPLATE_REFCOUNT 3	/* fast o0: wrong refcount in the last record */
+#define BUG_CHUNK_ALIGN 4	/* chunked split: chunks rounded to 64 pages, not 512 */
 
 /* kslow.c: the kernel's slow path, compiled like the kernel */
 void slow_memmap_init_zone_device(const struct fill_job *j);
@@ -157,6 +166,12 @@ void clear_avx512nt(void *p, size_t len, size_t unit);
 void clear_clzero(void *p, size_t len, size_t unit);
 void clear_memset(void *p, size_t len, size_t unit);
 void clear_stosb_desc(void *p, size_t len, size_t folio);
+/* folio by folio, the fault at subpage fault_idx(folio pages) of each folio */
+#define FAULT_FIRST 0
+#define FAULT_MIDDLE 1
+#define FAULT_LAST 2
+void clear_folios_php(void *p, size_t len, size_t folio, int fault);
+void clear_folios_fz(void *p, size_t len, size_t unit, size_t folio, int fault);
 void warm_zero(void *p, size_t len);
 void fill_stosb_nz(void *p, size_t len, size_t unit);
 void fill_avx512nt_nz(void *p, size_t len, size_t unit);
@@ -166,6 +181,7 @@ struct templates {
 	unsigned long head[8];		/* head page (PG_head set for order > 0) */
 	unsigned long tail[8];		/* tail page, compound_head word patched */
 	unsigned long first_tail[8];	/* tail 1 with prep_compound_head data */
+	int valid;
 };
 
 #endif

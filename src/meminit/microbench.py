@@ -32,26 +32,36 @@ from meminit.errors import MeminitError
 BUILD_DIR = paths.BENCH_DIR / "build"
 BINARY = BUILD_DIR / "meminit-bench"
 
-FILL_STRATEGIES = "slow,slow-saferet,template,movnti,movntdq,avx512nt,repmovsb"
-CLEAR_CASES = ("stosb-4K,stosb_desc-4K,stosb-2M,stosb-32M,stosb-1G,stosq-4K,stosq-2M,stosq-32M,"
+FILL_STRATEGIES = "slow,slow-saferet,template,movnti,movntdq,avx512nt,repmovsb,auto-altmap,auto-dram"
+# the kernel's streaming backend (memcpy_nontemporal() on x86-64: 4 x MOVNTDQ per line)
+STREAMING = "movntdq"
+CLEAR_CASES = ("stosb-4K,stosb_desc-4K,php2M-4K,fz2M-32M,stosb-2M,stosb-32M,stosb-1G,"
+               "fz1G-2M,fz1G-8M,fz1G-16M,fz1G-32M,fz1G-64M,fz1G-128M,fz1G-1G,stosq-4K,stosq-2M,stosq-32M,"
                "stosq-1G,movnti-1G,avx512nt-2M,avx512nt-1G,clzero-2M,clzero-1G,memset-1G,"
                "stosb_nz-1G,avx512nt_nz-1G")
 FAULT_KINDS = "anon-4K,thp-2M,hugetlb-2M,hugetlb-1G"
 
 # name -> (default, --quick value)
 PROFILES = {
-    "sizes": ("4M,16M,128M,1G", "4M,64M"),
+    "sizes": ("4M,16M,64M,256M,1G", "4M,64M"),
     "reps": (7, 3),
-    "threads": ("1,2", "1,2"),
+    "threads": ("1", "1"),
+    "split": ("even", "even"),
     "layouts": ("o0,o9", "o0,o9"),
     "dests": ("cold,warm,readback", "cold,warm,readback"),
     "fill": (FILL_STRATEGIES, FILL_STRATEGIES),
-    "clear": (CLEAR_CASES, "stosb-4K,stosb-2M,stosb-32M,stosb-all,stosq-all,avx512nt-all,clzero-all,"
-                           "stosb_nz-all,avx512nt_nz-all"),
+    "clear": (CLEAR_CASES, "stosb-4K,php2M-4K,fz2M-32M,stosb-2M,stosb-32M,stosb-all,fz1G-2M,fz1G-32M,"
+                           "stosq-all,avx512nt-all,clzero-all,stosb_nz-all,avx512nt_nz-all"),
     "clear_size": ("1G", "128M"),
     "fault": (FAULT_KINDS, "anon-4K,thp-2M,hugetlb-2M"),
     "fault_size": ("1G", "128M"),
     "min_bytes": ("64M", "16M"),
+    # the thread-scaling section: a second, separately interleaved run
+    "scale_sizes": ("1G", "256M"),
+    "scale_threads": ("1,2", "1,2"),
+    "scale_layouts": ("o0,o9", "o0"),
+    "scale_fill": ("slow,template,movntdq", "slow,template,movntdq"),
+    "chunk": ("128M", "128M"),
 }
 
 HUGETLB_DIRS = {
@@ -143,7 +153,7 @@ def parse_output(text: str) -> Output:
 
 # ----------------------------------------------------------------------- stats
 
-KEY_FIELDS = ("kind", "strategy", "layout", "dest", "size", "threads", "unit")
+KEY_FIELDS = ("kind", "strategy", "layout", "dest", "size", "threads", "split", "unit", "section")
 
 
 def gbps(sample: dict) -> float:
@@ -170,6 +180,9 @@ def summarize(samples: list[dict]) -> list[dict]:
         huge = [s["huge_bytes"] / s["bytes"] for s in members if isinstance(s.get("huge_bytes"), int)]
         if huge:
             row["huge_fraction"] = min(huge)
+        for extra in ("chose", "chunks"):
+            if extra in members[0]:
+                row[extra] = members[0][extra]
         rows.append(row)
     return rows
 
@@ -222,13 +235,16 @@ def add_ratios(rows: list[dict], limits: dict) -> None:
     layout/dest/size/threads; x_slow_best: max against max),
     x_4k for clears (against 'stosb-4K' of the same size), x_limit for all
     (see limit_for)."""
-    slow = {(r.get("layout"), r.get("dest"), r.get("size"), r.get("threads")): r
-            for r in rows if r["kind"] == "fill" and r["strategy"] == "slow"}
+    def fkey(r: dict) -> tuple:
+        return (r.get("layout"), r.get("dest"), r.get("size"), r.get("threads"), r.get("split"),
+                r.get("section"))
+
+    slow = {fkey(r): r for r in rows if r["kind"] == "fill" and r["strategy"] == "slow"}
     four_k = {r.get("size"): r["median"] for r in rows
               if r["kind"] == "clear" and r["strategy"] == "stosb-4K"}
     for r in rows:
         if r["kind"] == "fill":
-            base = slow.get((r.get("layout"), r.get("dest"), r.get("size"), r.get("threads")))
+            base = slow.get(fkey(r))
             if base:
                 r["x_slow"] = r["median"] / base["median"]
                 # best against best: the least disturbed sample of each
@@ -244,17 +260,20 @@ def add_ratios(rows: list[dict], limits: dict) -> None:
 
 def thread_scaling(rows: list[dict]) -> list[dict]:
     """median(threads=N) / median(threads=1) for every fill case run at both."""
-    base = {(r["strategy"], r.get("layout"), r.get("dest"), r.get("size")): r["median"]
-            for r in rows if r["kind"] == "fill" and r.get("threads") == 1}
+    def key(r: dict) -> tuple:
+        return (r["strategy"], r.get("layout"), r.get("dest"), r.get("size"), r.get("split"),
+                r.get("section"))
+
+    base = {key(r): r["median"] for r in rows if r["kind"] == "fill" and r.get("threads") == 1}
     out = []
     for r in rows:
         if r["kind"] != "fill" or r.get("threads") == 1:
             continue
-        b = base.get((r["strategy"], r.get("layout"), r.get("dest"), r.get("size")))
+        b = base.get(key(r))
         if b:
             out.append({"strategy": r["strategy"], "layout": r.get("layout"), "dest": r.get("dest"),
-                        "size": r.get("size"), "threads": r["threads"], "gbps_1": b,
-                        "gbps_n": r["median"], "ratio": r["median"] / b})
+                        "size": r.get("size"), "split": r.get("split", "even"), "threads": r["threads"],
+                        "gbps_1": b, "gbps_n": r["median"], "ratio": r["median"] / b})
     return out
 
 
@@ -262,8 +281,96 @@ def best_fill(rows: list[dict], size: int, layout: str, dest: str = "cold") -> d
     """The fastest non-slow strategy (by median) for one size/layout/dest, any thread count."""
     cands = [r for r in rows if r["kind"] == "fill" and r.get("size") == size
              and r.get("layout") == layout and r.get("dest") == dest
-             and not r["strategy"].startswith("slow")]
+             and not r["strategy"].startswith(("slow", "auto"))]
     return max(cands, key=lambda r: r["median"]) if cands else None
+
+
+def _fill_index(rows: list[dict]) -> dict:
+    """(strategy, size, layout, dest, threads, split, section) -> row, for fills."""
+    return {(r["strategy"], r.get("size"), r.get("layout"), r.get("dest"), r.get("threads"),
+             r.get("split", "even"), r.get("section", "")): r for r in rows if r["kind"] == "fill"}
+
+
+def crossover(rows: list[dict], stream: str = STREAMING, plain: str = "template") -> list[dict]:
+    """Per layout/dest (one thread, even split, per section): the streaming copy's median over
+    the template copy's at every size, and the crossover: the smallest size from which
+    streaming is at least as fast at that size and every larger one (None: never)."""
+    idx = _fill_index(rows)
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for (strat, size, layout, dest, threads, split, section) in idx:
+        if strat == plain and threads == 1 and split == "even" and section in ("", "main") \
+                and (stream, size, layout, dest, threads, split, section) in idx:
+            groups[(layout, dest, section)].append(size)
+    out = []
+    for (layout, dest, section), sizes in groups.items():
+        sizes.sort()
+        ratios = {}
+        for size in sizes:
+            p = idx[(plain, size, layout, dest, 1, "even", section)]
+            st = idx[(stream, size, layout, dest, 1, "even", section)]
+            ratios[size] = st["median"] / p["median"]
+        cross = None
+        for size in reversed(sizes):
+            if ratios[size] >= 1.0:
+                cross = size
+            else:
+                break
+        out.append({"layout": layout, "dest": dest, "section": section, "ratios": ratios,
+                    "crossover": cross})
+    out.sort(key=lambda c: (c["layout"], _dest_rank(c["dest"])))
+    return out
+
+
+def auto_rows(rows: list[dict], info: dict | None = None) -> list[dict]:
+    """`auto` against the best of template/streaming and against slow, per configuration
+    (size, layout, dest, threads, split).  ratio_best: auto's own median over the best median;
+    regret: the median of what auto chose over the best median (the policy's cost without
+    auto's own sampling noise); noise: the best's half spread (max-min)/2 over its median."""
+    idx = _fill_index(rows)
+    out = []
+    for (strat, size, layout, dest, threads, split, section), r in idx.items():
+        if not strat.startswith("auto-"):
+            continue
+        k = (size, layout, dest, threads, split, section)
+        cand = [idx[(c,) + k] for c in ("template", STREAMING) if (c,) + k in idx]
+        if not cand:
+            continue
+        best = max(cand, key=lambda c: c["median"])
+        chose = r.get("chose")
+        chosen = idx.get((chose,) + k) if chose else None
+        slow = idx.get(("slow",) + k)
+        out.append({
+            "strategy": strat, "size": size, "layout": layout, "dest": dest, "threads": threads,
+            "split": split, "section": section, "chose": chose or "?", "median": r["median"],
+            "best": best["strategy"], "best_median": best["median"],
+            "ratio_best": r["median"] / best["median"],
+            "regret": chosen["median"] / best["median"] if chosen else None,
+            "noise": (best["max"] - best["min"]) / 2 / best["median"],
+            "ratio_slow": r["median"] / slow["median"] if slow else None,
+        })
+    out.sort(key=lambda a: (a["strategy"], a["layout"], _dest_rank(a["dest"]), a["size"], a["threads"]))
+    return out
+
+
+# 6.12's order for each folio size, the baseline of the extent series' folio_zero_user()
+CLEAR_612 = {"2M": "php2M-4K", "1G": "stosb-4K"}
+
+
+def clear_folio(strategy: str) -> str:
+    """Folio size a clearing case stands for: fz2M-*/php2M-* -> 2M; everything else
+    clears the whole range as one 1 GiB folio would (6.12: clear_gigantic_page())."""
+    method = strategy.rsplit("-", 1)[0]
+    return "2M" if method.endswith("2M") else "1G"
+
+
+def add_clear_612(rows: list[dict]) -> None:
+    """x_612 for clears: median over 6.12's order for the same folio size and clear size."""
+    base = {(r["strategy"], r.get("size")): r["median"] for r in rows if r["kind"] == "clear"}
+    for r in rows:
+        if r["kind"] == "clear" and not is_data_probe(r):
+            b = base.get((CLEAR_612[clear_folio(r["strategy"])], r.get("size")))
+            if b:
+                r["x_612"] = r["median"] / b
 
 
 # ---------------------------------------------------------------------- tables
@@ -297,16 +404,24 @@ def fill_tables(rows: list[dict]) -> str:
     fills = [r for r in rows if r["kind"] == "fill"]
     blocks = []
     order: list[tuple] = []
+    def k(r: dict) -> tuple:
+        return (r.get("section", ""), r["size"], r["layout"], r["dest"], r["threads"], r.get("split", "even"))
+
     for r in fills:
-        k = (r["size"], r["layout"], r["dest"], r["threads"])
-        if k not in order:
-            order.append(k)
-    for size, layout, dest, threads in sorted(order, key=lambda k: (k[0], k[1], _dest_rank(k[2]), k[3])):
-        sel = [r for r in fills if (r["size"], r["layout"], r["dest"], r["threads"]) == (size, layout, dest, threads)]
+        if k(r) not in order:
+            order.append(k(r))
+    for key in sorted(order, key=lambda k: (k[0], k[1], k[2], _dest_rank(k[3]), k[4], k[5])):
+        section, size, layout, dest, threads, split = key
+        sel = [r for r in fills if k(r) == key]
         title = f"record fill {human_size(size)} layout={layout} dest={dest} threads={threads}"
+        if split != "even" or section == "scaling":
+            title += f" split={split}"
+        if section == "scaling":
+            title += " (scaling run)"
         table = render_table(
             ["strategy", "min GB/s", "median", "max", "x slow", "best x", "x limit", "on-cpu"],
-            [[r["strategy"], _f(r["min"]), _f(r["median"]), _f(r["max"]), _f(r.get("x_slow"), 2, "x"),
+            [[r["strategy"] + (f" ({r['chose']})" if "chose" in r else ""), _f(r["min"]), _f(r["median"]),
+              _f(r["max"]), _f(r.get("x_slow"), 2, "x"),
               _f(r.get("x_slow_best"), 2, "x"), _f(r.get("x_limit"), 2, "x"), _cpu(r)] for r in sel])
         blocks.append(f"{title}\n{table}")
     return "\n\n".join(blocks)
@@ -322,9 +437,25 @@ def clear_table(rows: list[dict]) -> str:
         return ""
     size = human_size(sel[0]["size"])
     return f"clearing {size} (cold), one call per unit\n" + render_table(
-        ["strategy", "unit", "min GB/s", "median", "max", "x 4K", "x limit", "on-cpu"],
+        ["strategy", "unit", "min GB/s", "median", "max", "x 4K", "x 6.12", "x limit", "on-cpu"],
         [[r["strategy"], human_size(r["unit"]), _f(r["min"]), _f(r["median"]), _f(r["max"]),
-          _f(r.get("x_4k"), 2, "x"), _f(r.get("x_limit"), 2, "x"), _cpu(r)] for r in sel])
+          _f(r.get("x_4k"), 2, "x"), _f(r.get("x_612"), 2, "x"), _f(r.get("x_limit"), 2, "x"), _cpu(r)]
+         for r in sel])
+
+
+def unit_table(rows: list[dict]) -> str:
+    """folio_zero_user() of the extent series on a 1 GiB folio, by unit, against 6.12's
+    ascending 4 KiB loop and against the 32 MiB unit."""
+    sel = sorted([r for r in rows if r["kind"] == "clear" and r["strategy"].startswith("fz1G-")],
+                 key=lambda r: r["unit"])
+    if not sel:
+        return ""
+    ref = next((r["median"] for r in sel if r["unit"] == 32 << 20), None)
+    return ("folio_zero_user() of a 1 GiB folio by unit (fault in the middle, cleared last)\n"
+            + render_table(["unit", "min GB/s", "median", "max", "x 6.12 (4K asc)", "x 32M unit"],
+                           [[human_size(r["unit"]), _f(r["min"]), _f(r["median"]), _f(r["max"]),
+                             _f(r.get("x_612"), 2, "x"),
+                             _f(r["median"] / ref if ref else None, 2, "x")] for r in sel]))
 
 
 def fault_table(rows: list[dict], skips: list[dict]) -> str:
@@ -345,10 +476,34 @@ def fault_table(rows: list[dict], skips: list[dict]) -> str:
 def scaling_table(scaling: list[dict]) -> str:
     if not scaling:
         return ""
-    return "thread scaling (median GB/s)\n" + render_table(
-        ["strategy", "layout", "dest", "size", "1 thread", "N threads", "N", "ratio"],
-        [[s["strategy"], s["layout"], s["dest"], human_size(s["size"]), _f(s["gbps_1"]),
-          _f(s["gbps_n"]), str(s["threads"]), _f(s["ratio"], 2, "x")] for s in scaling])
+    return "thread scaling (median GB/s; each ratio within one split)\n" + render_table(
+        ["strategy", "layout", "dest", "size", "split", "1 thread", "N threads", "N", "ratio"],
+        [[s["strategy"], s["layout"], s["dest"], human_size(s["size"]), s.get("split", "even"),
+          _f(s["gbps_1"]), _f(s["gbps_n"]), str(s["threads"]), _f(s["ratio"], 2, "x")] for s in scaling])
+
+
+def crossover_table(cross: list[dict]) -> str:
+    if not cross:
+        return ""
+    sizes = sorted({size for c in cross for size in c["ratios"]})
+    return (f"streaming ({STREAMING}) over template, median, 1 thread, by memmap size; crossover = "
+            "smallest size from which streaming wins at it and every larger size\n"
+            + render_table(["layout", "dest"] + [human_size(x) for x in sizes] + ["crossover"],
+                           [[c["layout"], c["dest"]] + [_f(c["ratios"].get(x), 2, "x") for x in sizes]
+                            + [human_size(c["crossover"]) if c["crossover"] else "none"] for c in cross]))
+
+
+def auto_table(autos: list[dict]) -> str:
+    if not autos:
+        return ""
+    return ("auto (template or streaming by placement and size) against the best of template/"
+            f"{STREAMING} and against slow\n"
+            + render_table(["policy", "layout", "dest", "size", "thr", "chose", "GB/s", "best", "best GB/s",
+                            "x best", "regret", "noise", "x slow"],
+                           [[a["strategy"], a["layout"], a["dest"], human_size(a["size"]), str(a["threads"]),
+                             a["chose"], _f(a["median"]), a["best"], _f(a["best_median"]),
+                             _f(a["ratio_best"], 2, "x"), _f(a["regret"], 2, "x"),
+                             _f(100 * a["noise"], 0, "%"), _f(a["ratio_slow"], 2, "x")] for a in autos]))
 
 
 def headline(rows: list[dict], limit: dict) -> str:
@@ -380,6 +535,31 @@ def headline(rows: list[dict], limit: dict) -> str:
     for name in ("stosb-2M", "stosb-32M", "stosb-1G", "stosb-all"):
         if name in clears and "x_4k" in clears[name]:
             out.append(f"clear extent {name} over 4K pages: {clears[name]['x_4k']:.2f}x")
+    for name in ("fz2M-32M", "fz1G-32M", "fz1G-1G"):
+        if name in clears and "x_612" in clears[name]:
+            out.append(f"folio_zero_user {name} over 6.12's order ({CLEAR_612[clear_folio(name)]}): "
+                       f"{clears[name]['x_612']:.2f}x")
+    for s in thread_scaling(rows):
+        if s["strategy"] in ("slow", "template", STREAMING) and s.get("dest") == "cold":
+            out.append(f"1->{s['threads']} threads {s['strategy']} {s['layout']} {human_size(s['size'])} "
+                       f"split={s['split']}: {s['gbps_1']:.2f} -> {s['gbps_n']:.2f} GB/s = {s['ratio']:.2f}x")
+    for c in crossover(rows):
+        out.append(f"streaming crossover {c['layout']} {c['dest']}: "
+                   + (human_size(c["crossover"]) if c["crossover"] else "none in the sizes run"))
+    autos = auto_rows(rows)
+    for pol in sorted({a["strategy"] for a in autos}):
+        sel = [a for a in autos if a["strategy"] == pol]
+        worst = min(sel, key=lambda a: a["ratio_best"])
+        reg = [a for a in sel if a["regret"] is not None]
+        line = (f"{pol}: worst x best {worst['ratio_best']:.2f}x ({worst['layout']} {worst['dest']} "
+                f"{human_size(worst['size'])}, noise {100 * worst['noise']:.0f}%)")
+        if reg:
+            w = min(reg, key=lambda a: a["regret"])
+            line += f", worst choice regret {w['regret']:.2f}x ({w['layout']} {w['dest']} {human_size(w['size'])})"
+        slows = [a for a in sel if a["ratio_slow"] is not None]
+        if slows:
+            line += f", worst x slow {min(a['ratio_slow'] for a in slows):.2f}x"
+        out.append(line)
     return "\n".join(out)
 
 
@@ -393,7 +573,10 @@ def render_report(result: dict) -> str:
         headline(rows, result.get("limit")),
         fill_tables(rows),
         scaling_table(result.get("thread_scaling", [])),
+        crossover_table(crossover(rows)),
+        auto_table(auto_rows(rows)),
         clear_table(rows),
+        unit_table(rows),
         fault_table(rows, result.get("skips", [])),
         "x slow: median against the slow path's median; best x: fastest sample against the slow "
         "path's fastest (the slow path is CPU-bound and suffers most from busy neighbours).  "
@@ -552,13 +735,38 @@ def option_values(args: argparse.Namespace) -> dict:
             for name, prof in PROFILES.items()}
 
 
-def bench_command(opts: dict, fault_kinds: list[str], movsb_block: str, pgmap_type: str) -> list[str]:
-    return [str(BINARY), "run", "--sizes", opts["sizes"], "--reps", str(opts["reps"]),
-            "--threads", opts["threads"], "--layouts", opts["layouts"], "--dests", opts["dests"],
-            "--fill", opts["fill"] or "none", "--clear", opts["clear"] or "none",
-            "--clear-size", opts["clear_size"], "--fault", ",".join(fault_kinds) or "none",
-            "--fault-size", opts["fault_size"], "--min-bytes", opts["min_bytes"],
-            "--movsb-block", movsb_block, "--pgmap-type", pgmap_type]
+def bench_command(opts: dict, fault_kinds: list[str], movsb_block: str, pgmap_type: str,
+                  auto_min: tuple[str | None, str | None] = (None, None),
+                  clear_fault: str = "middle") -> list[str]:
+    cmd = [str(BINARY), "run", "--sizes", opts["sizes"], "--reps", str(opts["reps"]),
+           "--threads", opts["threads"], "--layouts", opts["layouts"], "--dests", opts["dests"],
+           "--fill", opts["fill"] or "none", "--clear", opts["clear"] or "none",
+           "--clear-size", opts["clear_size"], "--fault", ",".join(fault_kinds) or "none",
+           "--fault-size", opts["fault_size"], "--min-bytes", opts["min_bytes"],
+           "--movsb-block", movsb_block, "--pgmap-type", pgmap_type,
+           "--split", opts.get("split") or "even", "--chunk", opts.get("chunk") or "128M",
+           "--clear-fault", clear_fault]
+    for flag, value in zip(("--auto-altmap-min", "--auto-dram-min"), auto_min):
+        if value:
+            cmd += [flag, value]
+    return cmd
+
+
+def scaling_command(opts: dict, movsb_block: str, pgmap_type: str,
+                    auto_min: tuple[str | None, str | None] = (None, None)) -> list[str] | None:
+    """The thread-scaling section: cold fills, even and chunked split, its own interleaving."""
+    if not opts["scale_fill"] or opts["scale_fill"] == "none":
+        return None
+    sec = {**opts, "sizes": opts["scale_sizes"], "threads": opts["scale_threads"],
+           "layouts": opts["scale_layouts"], "dests": "cold", "fill": opts["scale_fill"],
+           "clear": "none", "split": "even,chunked"}
+    return bench_command(sec, [], movsb_block, pgmap_type, auto_min)
+
+
+def tag_section(out: Output, section: str) -> Output:
+    for s in out.samples:
+        s["section"] = section
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -589,35 +797,54 @@ def run(args: argparse.Namespace) -> int:
     print(f"meminit: microbench -> {run_dir}  (load average {load_start})", file=sys.stderr, flush=True)
 
     plan = hugetlb_plan(fault_kinds, fault_size)
-    raw_lines: list[str] = []
+    auto_min = (args.auto_altmap_min, args.auto_dram_min)
     started = time.monotonic()
+    sections: list[tuple[str, list[str], list[str]]] = []   # (name, command, output lines)
     with HugetlbReservation(plan) as resv:
         run_kinds = [k for k in fault_kinds if k not in resv.skipped]
-        cmd = bench_command(opts, run_kinds, args.movsb_block, args.pgmap_type)
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
-                                preexec_fn=lambda: own_session(args.nice))
-        assert proc.stdout is not None
-        try:
-            for line in proc.stdout:
-                raw_lines.append(line)
-            rc = proc.wait()
-        except BaseException:
-            # the child runs in its own session, so Ctrl-C does not reach it:
-            # stop it before the hugetlb pool is restored
-            proc.kill()
-            proc.wait()
-            raise
+        cmds = [("", bench_command(opts, run_kinds, args.movsb_block, args.pgmap_type, auto_min,
+                                   args.clear_fault))]
+        scale = scaling_command(opts, args.movsb_block, args.pgmap_type, auto_min)
+        if scale:
+            cmds.append(("scaling", scale))
+        for name, cmd in cmds:
+            lines: list[str] = []
+            sections.append((name, cmd, lines))
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
+                                    preexec_fn=lambda: own_session(args.nice))
+            assert proc.stdout is not None
+            try:
+                for line in proc.stdout:
+                    lines.append(line)
+                rc = proc.wait()
+            except BaseException:
+                # the child runs in its own session, so Ctrl-C does not reach it:
+                # stop it before the hugetlb pool is restored
+                proc.kill()
+                proc.wait()
+                raise
+            if rc != 0:
+                break
     elapsed = time.monotonic() - started
-    (run_dir / "raw.txt").write_text("".join(raw_lines))
+    (run_dir / "raw.txt").write_text("".join(f"# section {name or 'main'}: {' '.join(cmd)}\n" + "".join(lines)
+                                             for name, cmd, lines in sections))
     if rc != 0:
         raise MeminitError(f"{' '.join(cmd)} exited with {rc}; raw output in {run_dir}/raw.txt")
     load_end = loadavg()
 
-    out = parse_output("".join(raw_lines))
+    out = Output()
+    for name, _cmd, lines in sections:
+        part = parse_output("".join(lines))
+        if name:
+            tag_section(part, name)
+        out.samples += part.samples
+        out.skips += part.skips
+        out.info.update({k: v for k, v in part.info.items() if k not in out.info})
     skips = out.skips + [{"kind": "fault", "strategy": k, "reason": r} for k, r in resv.skipped.items()]
     rows = summarize(out.samples)
     limit = machine_limit(rows, int(out.info.get("llc_bytes", 32 << 20)))
     add_ratios(rows, limit)
+    add_clear_612(rows)
     result = {
         "date": date,
         "elapsed_s": round(elapsed, 1),
@@ -625,11 +852,16 @@ def run(args: argparse.Namespace) -> int:
         "loadavg_end": load_end,
         "machine": machine,
         "options": {**opts, "nice": args.nice, "movsb_block": args.movsb_block,
-                    "pgmap_type": args.pgmap_type, "quick": args.quick, "command": cmd},
+                    "pgmap_type": args.pgmap_type, "quick": args.quick,
+                    "auto_altmap_min": args.auto_altmap_min, "auto_dram_min": args.auto_dram_min,
+                    "commands": [c for _n, c, _l in sections]},
         "bench_info": out.info,
         "limit": limit,
         "summary": rows,
         "thread_scaling": thread_scaling(rows),
+        "crossover": [{**c, "ratios": {human_size(k): v for k, v in c["ratios"].items()}}
+                      for c in crossover(rows)],
+        "auto": auto_rows(rows),
         "skips": skips,
         "samples": out.samples,
     }
@@ -652,7 +884,7 @@ def plot(result: dict, path: Path) -> None:
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     rows = result["summary"]
-    fills = [r for r in rows if r["kind"] == "fill"]
+    fills = [r for r in rows if r["kind"] == "fill" and r.get("section", "") in ("", "main")]
     sizes = sorted({r["size"] for r in fills})
     panels: list[tuple[str, list[dict]]] = []
     if fills:
@@ -704,11 +936,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "microbench",
         help="replay memmap-init and huge-page clearing write patterns on this CPU (bench/)",
         description="Build bench/ and measure record-fill and clearing strategies on the real CPU. "
-                    "Defaults take about 5 minutes on 2 cores; --quick is a <30 s smoke run.")
+                    "Defaults take about 3-4 minutes on this busy 2-vCPU machine; --quick is a <30 s smoke run.")
     p.add_argument("--quick", action="store_true", help="small sizes, 3 repetitions (<30 s smoke run)")
-    p.add_argument("--sizes", help="record-fill destination sizes (default 4M,16M,128M,1G; 4M is the memmap of one 256 MiB test_hmm chunk)")
+    p.add_argument("--sizes", help="record-fill destination sizes, in bytes of memmap (default 4M,16M,64M,256M,1G; 4M is the memmap of one 256 MiB test_hmm chunk)")
     p.add_argument("--reps", type=int, help="interleaved repetitions per case (default 7)")
-    p.add_argument("--threads", help="thread counts for the fills (default 1,2)")
+    p.add_argument("--threads", help="thread counts for the fills (default 1; the scaling section runs 1,2)")
+    p.add_argument("--split", help="how threads share a fill: even (one run per thread), chunked "
+                                   "(threads pull --chunk sized chunks from a counter); default even")
+    p.add_argument("--chunk", help="chunk of the chunked split, in bytes of device memory (one 4 KiB "
+                                   "page per 64-byte record; rounded up to 512 pages); default 128M")
+    p.add_argument("--scale-sizes", dest="scale_sizes", help="scaling section: memmap sizes (default 1G)")
+    p.add_argument("--scale-threads", dest="scale_threads", help="scaling section: thread counts (default 1,2)")
+    p.add_argument("--scale-layouts", dest="scale_layouts", help="scaling section: layouts (default o0,o9)")
+    p.add_argument("--scale-fill", dest="scale_fill",
+                   help="scaling section: strategies, cold, even and chunked split "
+                        "(default slow,template,movntdq; 'none' skips the section)")
+    p.add_argument("--auto-altmap-min", dest="auto_altmap_min",
+                   help="auto-altmap streams from this memmap size on (default: the LLC size)")
+    p.add_argument("--auto-dram-min", dest="auto_dram_min",
+                   help="auto-dram streams from this memmap size on (default: 4 x the LLC size)")
     p.add_argument("--layouts", help="o0 (every record a head), o9 (order-9 compounds, head data "
                                      "after the tails), o9pre (first tail pre-composed); default o0,o9")
     p.add_argument("--dests", help="cold, warm, readback (default all three)")
@@ -716,6 +962,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--clear", help="clear cases method-unit, e.g. stosb-4K,stosq-2M,clzero-all "
                                    "(methods: stosb stosb_desc stosq movnti avx512nt clzero memset; "
                                    "stosb_nz and avx512nt_nz store 0x5a: data-bandwidth probes)")
+    p.add_argument("--clear-fault", dest="clear_fault", default="middle", choices=["first", "middle", "last"],
+                   help="fault subpage of every folio for php2M/fz2M/fz1G clears (default middle)")
     p.add_argument("--clear-size", dest="clear_size", help="bytes cleared per clear sample (default 1G)")
     p.add_argument("--fault", help=f"demand-fault mappings (default {FAULT_KINDS}; 'none' to skip)")
     p.add_argument("--fault-size", dest="fault_size", help="bytes faulted per sample (default 1G)")
