@@ -219,7 +219,7 @@ struct fill_strategy {
  * non-temporal backend (x86-64: MOVNTDQ, SSE2, always) and the memmap is at
  * least a threshold: the LLC size when the memmap lives in device memory
  * (altmap, map=dev: never cache-resident, never read right after init by the
- * CPU that wrote it), 4 x LLC when it lives in ordinary DRAM (it may have
+ * CPU that wrote it), 2 x LLC when it lives in ordinary DRAM (it may have
  * just been zeroed into the cache, and streaming stores have to push those
  * lines out).  The bench has no device memory: the placement only selects
  * the threshold; every destination is DRAM here.
@@ -638,7 +638,7 @@ struct opts {
 	char *sizes[MAX_LIST], *threads[MAX_LIST], *layouts[MAX_LIST], *dests[MAX_LIST];
 	char *fills[MAX_LIST], *clears[MAX_LIST], *faults[MAX_LIST], *splits[MAX_LIST];
 	int n_sizes, n_threads, n_layouts, n_dests, n_fills, n_clears, n_faults, n_splits;
-	size_t auto_altmap_min, auto_dram_min;	/* 0: LLC and 4 x LLC */
+	size_t auto_altmap_min, auto_dram_min;	/* 0: LLC and 2 x LLC */
 	int reps;
 	size_t clear_size, fault_size, evict_bytes, verify_size, min_bytes;
 };
@@ -783,7 +783,7 @@ static int cmd_run(struct opts *o)
 	if (!o->evict_bytes)
 		o->evict_bytes = 3 * llc;
 	auto_min[PLACE_ALTMAP] = o->auto_altmap_min ? o->auto_altmap_min : llc;
-	auto_min[PLACE_DRAM] = o->auto_dram_min ? o->auto_dram_min : 4 * llc;
+	auto_min[PLACE_DRAM] = o->auto_dram_min ? o->auto_dram_min : 2 * llc;
 	alloc_scratch();
 	size_t need = max_fill > o->clear_size ? max_fill : o->clear_size;
 	printf("info llc_bytes=%zu\ninfo evict_bytes=%zu\ninfo avx512f=%d\ninfo clzero=%d\n"

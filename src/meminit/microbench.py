@@ -954,7 +954,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--auto-altmap-min", dest="auto_altmap_min",
                    help="auto-altmap streams from this memmap size on (default: the LLC size)")
     p.add_argument("--auto-dram-min", dest="auto_dram_min",
-                   help="auto-dram streams from this memmap size on (default: 4 x the LLC size)")
+                   help="auto-dram streams from this memmap size on (default: 2 x the LLC size, as the kernel)")
     p.add_argument("--layouts", help="o0 (every record a head), o9 (order-9 compounds, head data "
                                      "after the tails), o9pre (first tail pre-composed); default o0,o9")
     p.add_argument("--dests", help="cold, warm, readback (default all three)")
