@@ -61,3 +61,9 @@ def test_host_tsc_rate_comes_from_cpuinfo_only_for_a_constant_tsc():
     cpuinfo = "processor\t: 0\ncpu MHz\t\t: 2596.138\nflags\t\t: fpu tsc constant_tsc nonstop_tsc\n"
     assert vm.host_tsc_khz(cpuinfo) == 2596138
     assert vm.host_tsc_khz(cpuinfo.replace(" constant_tsc", "")) is None
+
+
+def test_guest_cpus_reads_what_the_kernel_brought_up():
+    assert vm.guest_cpus("[    0.3] smp: Brought up 1 node, 2 CPUs\n") == 2
+    assert vm.guest_cpus("[    0.3] smp: Brought up 1 node, 1 CPU\n") == 1
+    assert vm.guest_cpus("no smp line\n") is None
