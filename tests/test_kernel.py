@@ -44,7 +44,7 @@ def series_boot(kernel_trees) -> SeriesBoot:
     run_dir = report.new_run_dir("test")
     accel = vm.resolve_accel("auto", kernel.image, run_dir)
     memory, memmap = vm.pmem_layout(PMEM, None)
-    memory += HUGETLB_1G_POOL * vm.GIB  # for folio_zero_user's order-18 case
+    memory += HUGETLB_1G_POOL * vm.GIB  # for folio_zero_user's 1 GiB (gigantic) case
     script = run_dir / "guest.sh"
     script.write_text(scenarios.guest_script(scenarios.SCENARIOS["fsdax-mapdev"], ["all"], REBINDS)
                       + "uname -r > uname.txt\n")
