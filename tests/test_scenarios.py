@@ -1,6 +1,10 @@
 import subprocess
+from pathlib import Path
 
-from meminit import scenarios
+import pytest
+
+from meminit import scenarios, vm
+from meminit.errors import MeminitError
 
 DMESG = """\
 [    9.000] meminit-mark first slow 0
@@ -82,3 +86,16 @@ def test_guest_script_sets_the_thread_limit_only_when_asked():
     assert 'threads="1"' in script
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
     assert 'threads=""' in scenarios.guest_script(scenario, ["all"], 1)
+
+
+def test_boot_script_fails_with_the_guest_stderr_and_where_to_look(monkeypatch, tmp_path):
+    failed = vm.BootResult(console=tmp_path / "g.console.log", dmesg=tmp_path / "g.dmesg.log",
+                           exit_code=3, seconds=1.0, stderr="hugetlb pool short\n")
+    monkeypatch.setattr(vm, "boot", lambda spec, run_dir, accel: failed)
+    spec = vm.BootSpec(image=Path("/bz"), name="thp-fault-series", script="true")
+    with pytest.raises(MeminitError, match=r"thp-fault-series: guest script failed with exit 3:\n"
+                                           r"hugetlb pool short\noutput: .*out.txt; console: "):
+        scenarios.boot_script(spec, tmp_path, "tcg", output=tmp_path / "out.txt")
+    monkeypatch.setattr(vm, "boot", lambda spec, run_dir, accel: vm.BootResult(
+        console=failed.console, dmesg=failed.dmesg, exit_code=0, seconds=1.0))
+    assert scenarios.boot_script(spec, tmp_path, "tcg").exit_code == 0

@@ -175,6 +175,16 @@ done
 """
 
 
+def boot_script(spec: vm.BootSpec, run_dir: Path, accel: str, output: Path | None = None) -> vm.BootResult:
+    """Boot and run spec.script; a non-zero exit fails with the script's stderr and where to look."""
+    result = vm.boot(spec, run_dir, accel)
+    if result.exit_code != 0:
+        where = f"output: {output}; " if output else ""
+        raise MeminitError(f"{spec.name}: guest script failed with exit {result.exit_code}:\n"
+                           f"{result.stderr_tail()}\n{where}console: {result.console}")
+    return result
+
+
 def group_samples(kernel: str, samples: list[InitSample]) -> list[dict]:
     first = next((s for s in samples if s.phase == "first"), None)
     groups = []
@@ -209,10 +219,7 @@ def run_scenario(scenario: Scenario, kernel: build.Kernel, run_dir: Path, accel:
                        memory_bytes=memory, cpus=args.cpus,
                        append=[*params, SKIP_KUNIT, *args.append],
                        timeout_s=args.timeout)
-    result = vm.boot(spec, run_dir, accel)
-    if result.exit_code != 0:
-        raise MeminitError(f"{name}: guest script failed with exit {result.exit_code}:\n"
-                           f"{result.stderr_tail()}\nconsole: {result.console}")
+    result = boot_script(spec, run_dir, accel)
     samples = parse_init_samples(result.dmesg.read_text(errors="replace"))
     if not any(s.phase == "rebind" for s in samples):
         raise MeminitError(f"{name}: no memmap_init_zone_device timings in {result.dmesg}")
@@ -237,10 +244,7 @@ def run_fork(kernel: build.Kernel, run_dir: Path, accel: str, args: argparse.Nam
                        script=f"{command} > {shlex.quote(str(out))}",
                        memory_bytes=args.memory or vm.DEFAULT_MEMORY, cpus=args.cpus,
                        append=[SKIP_KUNIT, *args.append], timeout_s=args.timeout)
-    result = vm.boot(spec, run_dir, accel)
-    if result.exit_code != 0:
-        raise MeminitError(f"fork-{kernel.variant}: forkbench exited {result.exit_code}:\n"
-                           f"{result.stderr_tail()}\noutput: {out}; console: {result.console}")
+    boot_script(spec, run_dir, accel, output=out)
     return fork.parse_forkbench(out.read_text())
 
 
@@ -255,10 +259,7 @@ def run_faults(kernel: build.Kernel, run_dir: Path, accel: str, args: argparse.N
                        memory_bytes=faults.guest_memory(args.fault_size, args.memory), cpus=args.cpus,
                        append=[*faults.boot_parameters(args.fault_size), SKIP_KUNIT, *args.append],
                        timeout_s=args.timeout)
-    result = vm.boot(spec, run_dir, accel)
-    if result.exit_code != 0:
-        raise MeminitError(f"{name}: guest script failed with exit {result.exit_code}:\n"
-                           f"{result.stderr_tail()}\noutput: {out}; console: {result.console}")
+    boot_script(spec, run_dir, accel, output=out)
     rows = faults.summarize(out.read_text())
     if not any(r.get("gbps") for r in rows):
         raise MeminitError(f"{name}: no fault samples in {out}")

@@ -36,7 +36,6 @@ GUEST_HEADROOM = 1 * GIB
 DEFAULT_MEMORY = 4 * GIB
 
 
-
 def host_tsc_khz(cpuinfo: str) -> int | None:
     """The host's TSC rate in kHz from /proc/cpuinfo, when the TSC is constant."""
     if not re.search(r"^flags\s*:.*\bconstant_tsc\b", cpuinfo, re.MULTILINE):
@@ -55,6 +54,7 @@ def clock_parameters() -> list[str]:
     """
     khz = host_tsc_khz(Path("/proc/cpuinfo").read_text())
     return ["tsc=reliable", *([f"tsc_early_khz={khz}"] if khz else [])]
+
 
 ACCEL_CACHE = paths.CACHE / "accel.json"
 TRIAL_TIMEOUT_S = 90
