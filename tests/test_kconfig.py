@@ -1,3 +1,5 @@
+from pathlib import Path
+
 from meminit import kconfig
 
 
@@ -25,3 +27,31 @@ def test_fragments_require_the_scenario_options():
                    "CONFIG_9P_FS", "CONFIG_OVERLAY_FS"):
         assert wanted.get(option) == "y", option
     assert wanted["CONFIG_TEST_HMM"] == "m"  # the device-private scenario loads and unloads it
+
+
+def test_check_configs_targets_have_kunitconfigs_that_enable_their_suites():
+    from meminit import configs
+
+    options = {"memcpy_nontemporal": "CONFIG_MEMCPY_NONTEMPORAL_KUNIT_TEST",
+               "zone_device_memmap": "CONFIG_ZONE_DEVICE_MEMMAP_KUNIT_TEST",
+               "clear_pages": "CONFIG_FOLIO_ZERO_USER_KUNIT_TEST",
+               "folio_zero_user": "CONFIG_FOLIO_ZERO_USER_KUNIT_TEST"}
+    for target in configs.TARGETS.values():
+        wanted = kconfig.parse_config(target.kunitconfig.read_text())
+        assert wanted["CONFIG_KUNIT"] == "y"
+        for suite in target.suites:
+            assert wanted[options[suite]] == "y", (target.name, suite)
+        cmd = configs.kunit_command(target, Path("/src"), 2)
+        assert f"--arch={target.arch}" in cmd
+        assert any(a.startswith("--make_options=CC=ccache") for a in cmd)
+
+
+def test_check_configs_reports_missing_suites_and_failures():
+    from meminit import configs, ktap
+
+    report = ktap.KunitReport(ok=False, summary="", cases=[
+        ktap.KunitCase("memcpy_nontemporal", "short", "PASS"),
+        ktap.KunitCase("zone_device_memmap", "zdm_fast_equals_slow", "FAIL")])
+    problems = configs.check(configs.TARGETS["arm64"], report)
+    assert "arm64: suite clear_pages did not run" in problems
+    assert "arm64: zone_device_memmap.zdm_fast_equals_slow FAIL" in problems

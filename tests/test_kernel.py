@@ -1,9 +1,14 @@
-"""Builds the series kernel, boots it once under QEMU, and checks what that boot shows.
+"""Builds the debug series kernel, boots it under QEMU, and checks what the boots show.
 
-One boot serves every check: the running kernel is ours, the log has no oops/WARN,
+The kernel is the series with config/debug.config (DEBUG_VM, lockdep, full preemption,
+NUMA, the page_ref tracepoint), so a KUnit case or a rebind that upsets any of those
+checks fails here.
+
+One boot serves nearly every check: the running kernel is ours, the log has no oops/WARN,
 every KUnit suite of config/kunit-suites.txt ran and passed (parsed by kunit.py), and
 an fsdax map=dev namespace rebinds with timed, identical memmap initialisation in every
 mode, large enough (above the series' 1 GiB threshold) to be initialised by two threads.
+A second boot of the same kernel with preempt=none runs the KUnit suites once more.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ def expected_suites() -> list[str]:
 
 @pytest.fixture(scope="module")
 def series_boot(kernel_trees) -> SeriesBoot:
-    kernel = build.kernel_for("series", kernel_trees)
+    kernel = build.kernel_for("debug", kernel_trees)
     build.build(kernel)
     run_dir = report.new_run_dir("test")
     accel = vm.resolve_accel("auto", kernel.image, run_dir)
@@ -55,11 +60,40 @@ def series_boot(kernel_trees) -> SeriesBoot:
     return SeriesBoot(kernel=kernel, run_dir=run_dir, result=result, accel=accel)
 
 
+@pytest.fixture(scope="module")
+def preempt_none_boot(series_boot) -> SeriesBoot:
+    """The same kernel booted preempt=none (PREEMPT_DYNAMIC), for the KUnit suites only.
+
+    folio_zero_user() clears in bounded units with reschedule points under the none and
+    voluntary models and whole folios under full preemption: both branches must pass.
+    """
+    run_dir = series_boot.run_dir
+    spec = vm.BootSpec(image=series_boot.kernel.image, name="preempt-none", script="true",
+                       memory_bytes=vm.DEFAULT_MEMORY + HUGETLB_1G_POOL * vm.GIB, cpus=2,
+                       append=["preempt=none", "hugepagesz=1G", f"hugepages={HUGETLB_1G_POOL}"],
+                       timeout_s=1200)
+    result = vm.boot(spec, run_dir, series_boot.accel)
+    return SeriesBoot(kernel=series_boot.kernel, run_dir=run_dir, result=result,
+                      accel=series_boot.accel)
+
+
+def check_kunit(boot: SeriesBoot, kernel_src: Path, name: str) -> None:
+    kunit = ktap.parse(boot.result.console.read_text(errors="replace"), kernel_src)
+    summary = boot.run_dir / f"{name}.kunit.txt"
+    summary.write_text(kunit.summary + "\n")
+    missing = set(expected_suites()) - kunit.suites()
+    assert not missing, f"suites that did not run: {missing}; see {summary}"
+    assert kunit.ok, f"KUnit failures: {kunit.failed()}; see {summary}"
+    # our suites skip only what the machine cannot offer; this boot offers everything
+    skipped = [c for c in kunit.cases if c.status == "SKIP" and c.suite in expected_suites()]
+    assert not skipped, f"skipped KUnit cases: {skipped}"
+
+
 def test_guest_runs_our_kernel(series_boot):
     assert series_boot.result.exit_code == 0, series_boot.result.console
     uname = (series_boot.run_dir / "uname.txt").read_text().strip()
     assert uname == series_boot.kernel.release
-    assert uname.endswith("-meminit-series")
+    assert uname.endswith("-meminit-debug")
 
 
 def test_boot_log_has_no_oops_or_warning(series_boot):
@@ -69,14 +103,14 @@ def test_boot_log_has_no_oops_or_warning(series_boot):
 
 
 def test_kunit_suites_pass(series_boot, kernel_trees):
-    kunit = ktap.parse(series_boot.result.console.read_text(errors="replace"), kernel_trees.series)
-    (series_boot.run_dir / "kunit.txt").write_text(kunit.summary + "\n")
-    missing = set(expected_suites()) - kunit.suites()
-    assert not missing, f"suites that did not run: {missing}; see {series_boot.run_dir / 'kunit.txt'}"
-    assert kunit.ok, f"KUnit failures: {kunit.failed()}; see {series_boot.run_dir / 'kunit.txt'}"
-    # our suites skip only what the machine cannot offer; this boot offers everything
-    skipped = [c for c in kunit.cases if c.status == "SKIP" and c.suite in expected_suites()]
-    assert not skipped, f"skipped KUnit cases: {skipped}"
+    check_kunit(series_boot, kernel_trees.series, "series")
+
+
+def test_kunit_suites_pass_under_preempt_none(preempt_none_boot, kernel_trees):
+    log = preempt_none_boot.result.console.read_text(errors="replace")
+    assert "Dynamic Preempt: none" in log, "the kernel did not switch to preempt=none"
+    assert preempt_none_boot.result.exit_code == 0
+    check_kunit(preempt_none_boot, kernel_trees.series, "preempt-none")
 
 
 def test_pmem_rebinds_are_timed_for_every_variant(series_boot):

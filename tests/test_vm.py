@@ -67,3 +67,50 @@ def test_guest_cpus_reads_what_the_kernel_brought_up():
     assert vm.guest_cpus("[    0.3] smp: Brought up 1 node, 2 CPUs\n") == 2
     assert vm.guest_cpus("[    0.3] smp: Brought up 1 node, 1 CPU\n") == 1
     assert vm.guest_cpus("no smp line\n") is None
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_boot_runs_the_script_from_a_file_not_the_kernel_command_line(tmp_path, monkeypatch):
+    image = tmp_path / "bzImage"
+    image.write_bytes(b"")
+    seen: dict[str, list[str]] = {}
+
+    def fake_popen(cmd, **kwargs):
+        seen["cmd"] = cmd
+        raise _Stop
+
+    monkeypatch.setattr(vm.deps, "ensure", lambda packages: None)
+    monkeypatch.setattr(vm.subprocess, "Popen", fake_popen)
+    script = "echo " + "x" * 3000  # far more than a kernel command line holds
+    spec = vm.BootSpec(image=image, name="long", script=script, append=["kunit.enable=0"])
+    with pytest.raises(_Stop):
+        vm.boot(spec, tmp_path / "run", "tcg")
+    cmd = seen["cmd"]
+    exec_arg = cmd[cmd.index("--exec") + 1]
+    assert len(exec_arg) < 200 and "long.guest.sh" in exec_arg
+    assert script in (tmp_path / "run" / "long.guest.sh").read_text()
+    assert "kunit.enable=0" in cmd
+
+
+def test_boot_refuses_kernel_parameters_that_would_not_fit():
+    with pytest.raises(MeminitError, match="exceed"):
+        vm.check_append(["x" * 600, "y" * 600])
+    vm.check_append(["memmap=2G!4G", "kunit.enable=0"])
+
+
+def test_kvm_trial_installs_qemu_before_asking_its_version(tmp_path, monkeypatch):
+    order: list[str] = []
+
+    def ensure(packages):
+        order.append("ensure")
+        raise MeminitError("stop after ensure")
+
+    monkeypatch.setattr(vm.os, "access", lambda path, mode: True)
+    monkeypatch.setattr(vm.deps, "ensure", ensure)
+    monkeypatch.setattr(vm, "_host_key", lambda: order.append("host_key") or "key")
+    with pytest.raises(MeminitError, match="stop after ensure"):
+        vm.detect_accel(tmp_path / "bzImage", tmp_path)
+    assert order == ["ensure"]

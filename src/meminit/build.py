@@ -13,7 +13,10 @@ from pathlib import Path
 from meminit import deps, kconfig, paths, source
 from meminit.errors import MeminitError
 
-VARIANTS = ("base", "series")
+# base: pristine 6.12; series: with patches/ (what `run` measures); debug: the series
+# with config/debug.config (DEBUG_VM, lockdep, full preemption, NUMA), what the test
+# command and check-series build.
+VARIANTS = ("base", "series", "debug")
 PROGRESS_EVERY_S = 20.0
 
 
@@ -37,7 +40,7 @@ class Kernel:
 
 
 def kernel_for(variant: str, trees: source.Trees) -> Kernel:
-    src = trees.series if variant == "series" else trees.base
+    src = trees.base if variant == "base" else trees.series
     return Kernel(variant=variant, src=src, out=paths.BUILD_ROOT / variant)
 
 
@@ -109,7 +112,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("build", help="build the base and/or series kernel (ccache, trimmed config)")
-    p.add_argument("variants", nargs="*", metavar="VARIANT", help="base and/or series (default: series)")
+    p.add_argument("variants", nargs="*", metavar="VARIANT",
+                   help="base, series and/or debug (default: series)")
     p.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: number of CPUs)")
     p.add_argument("--reset", action="store_true", help="discard unexported work in work/linux")
     p.set_defaults(func=_cmd_build)

@@ -1,9 +1,9 @@
 """`meminit check-series`: every prefix of the series builds, every patch is checkpatch --strict
 clean, and the lines the series adds compile without W=1 warnings.
 
-Prefixes are built in work/linux itself, oldest first, into the series build directory:
-each checkout changes only the files that differ, so every step is an incremental,
-ccache-backed build, and the last one leaves the series kernel built for HEAD.
+Prefixes are built in work/linux itself, oldest first, with the debug kernel's config into
+its build directory: each checkout changes only the files that differ, so every step is an
+incremental, ccache-backed build, and the last one leaves the test command's kernel built.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from pathlib import Path
 
 from meminit import build, deps, kconfig, source
 from meminit.errors import MeminitError
+
+CHECK_VARIANT = "debug"
 
 _WARNING = re.compile(r"^(?P<path>[\w./-]+\.[ch]):(?P<line>\d+):\d+: warning: (?P<msg>.*)$")
 
@@ -81,8 +83,10 @@ def check_series(jobs: int | None = None) -> None:
     if not patches:
         raise MeminitError("patches/series is empty: nothing to check")
     failures = checkpatch(tree, patches)
-    kernel = build.kernel_for("series", trees)
-    kconfig.configure(kernel.src, kernel.out, kconfig.fragments_for("series"))
+    # The debug kernel: the test command's, so that the last prefix is already built,
+    # and the config with the most checks compiled in (DEBUG_VM, lockdep, NUMA).
+    kernel = build.kernel_for(CHECK_VARIANT, trees)
+    kconfig.configure(kernel.src, kernel.out, kconfig.fragments_for(CHECK_VARIANT))
     head = source.git(tree, "rev-parse", "HEAD").strip()
     commits = source.git(tree, "rev-list", "--reverse", f"{source.BASE_TAG}..HEAD").split()
     try:

@@ -13,6 +13,7 @@ COMMAND_MODULES = [
     "meminit.source",
     "meminit.build",
     "meminit.checks",
+    "meminit.configs",
     "meminit.vm",
     "meminit.scenarios",
     "meminit.report",

@@ -40,8 +40,18 @@ def dropped_options(wanted: dict[str, str], final: dict[str, str]) -> list[str]:
     return problems
 
 
+DEBUG_FRAGMENT = paths.CONFIG_DIR / "debug.config"
+
+
 def fragments_for(variant: str) -> list[Path]:
-    return [COMMON_FRAGMENT, SERIES_FRAGMENT] if variant == "series" else [COMMON_FRAGMENT]
+    """base: meminit.config; series: + series.config; debug: the series + debug.config."""
+    if variant == "base":
+        return [COMMON_FRAGMENT]
+    if variant == "series":
+        return [COMMON_FRAGMENT, SERIES_FRAGMENT]
+    if variant == "debug":
+        return [COMMON_FRAGMENT, SERIES_FRAGMENT, DEBUG_FRAGMENT]
+    raise ValueError(f"unknown kernel variant {variant!r}")
 
 
 def wanted_options(fragments: list[Path]) -> dict[str, str]:

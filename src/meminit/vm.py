@@ -56,6 +56,11 @@ def clock_parameters() -> list[str]:
     return ["tsc=reliable", *([f"tsc_early_khz={khz}"] if khz else [])]
 
 
+# x86's COMMAND_LINE_SIZE is 2048 bytes, and virtme-ng adds its own parameters (mounts,
+# init, console) to ours: beyond this many bytes of ours, later ones could be cut off
+# without a word, as the guest script once cut off kunit.enable=0 and memmap=.
+MAX_APPEND_BYTES = 1024
+
 ACCEL_CACHE = paths.CACHE / "accel.json"
 TRIAL_TIMEOUT_S = 90
 VNG = "vng"
@@ -139,7 +144,17 @@ def _vng_env() -> dict[str, str]:
     return dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
 
 
+def check_append(params: list[str]) -> None:
+    """Refuse kernel parameters that could push the command line past what the kernel keeps."""
+    size = len(" ".join(params))
+    if size > MAX_APPEND_BYTES:
+        raise MeminitError(f"{size} bytes of kernel parameters ({' '.join(params)[:80]}...) "
+                           f"exceed the {MAX_APPEND_BYTES} this harness allows: the kernel keeps "
+                           "2048 bytes of command line, virtme-ng's own parameters included")
+
+
 def vng_command(spec: BootSpec, accel: str, shared_dir: Path) -> list[str]:
+    check_append([*clock_parameters(), *spec.append])
     cmd = [_vng_path(), "--run", str(spec.image), "--verbose", "--disable-microvm",
            "--memory", str(spec.memory_bytes // (1 << 20)) + "M", "--cpus", str(spec.cpus),
            "--rwdir", str(shared_dir)]
@@ -169,6 +184,11 @@ def guest_files(shared_dir: Path, name: str) -> tuple[Path, Path, Path]:
             shared_dir / f"{name}.stderr")
 
 
+def guest_script_file(shared_dir: Path, name: str) -> Path:
+    """The file the guest runs: virtme-ng would otherwise pass the script on the command line."""
+    return shared_dir / f"{name}.guest.sh"
+
+
 def guest_wrapper(spec: BootSpec, shared_dir: Path) -> str:
     """Wrap the scenario script so its exit code and dmesg land in files, not on the console.
 
@@ -193,7 +213,9 @@ def boot(spec: BootSpec, run_dir: Path, accel: str) -> BootResult:
     exit_file, dmesg, stderr = guest_files(run_dir, spec.name)
     for stale in (exit_file, dmesg, stderr):
         stale.unlink(missing_ok=True)
-    wrapped = BootSpec(**{**spec.__dict__, "script": guest_wrapper(spec, run_dir)})
+    script_file = guest_script_file(run_dir, spec.name)
+    script_file.write_text(guest_wrapper(spec, run_dir) + "\n")
+    wrapped = BootSpec(**{**spec.__dict__, "script": f"sh {shlex.quote(str(script_file))}"})
     cmd = vng_command(wrapped, accel, run_dir)
     (run_dir / f"{spec.name}.cmd").write_text(shlex.join(cmd) + "\n")
     print(f"meminit: booting {spec.image.parent.parent.parent.parent.name}/{spec.name} "
@@ -247,6 +269,8 @@ def detect_accel(image: Path, run_dir: Path) -> str:
     """'kvm' if a trial guest really boots with KVM here, else 'tcg'; the verdict is cached."""
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         return "tcg"
+    # the verdict is keyed on QEMU's version, so QEMU must be there before it is asked
+    deps.ensure(deps.GUEST)
     key = _host_key()
     if ACCEL_CACHE.exists():
         cached = json.loads(ACCEL_CACHE.read_text())
@@ -299,7 +323,7 @@ def _cmd_boot(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("boot", help="boot a built kernel and run a command in the guest")
-    p.add_argument("variant", nargs="?", default="series", choices=["base", "series"])
+    p.add_argument("variant", nargs="?", default="series", choices=["base", "series", "debug"])
     p.add_argument("-c", "--command", default="uname -r", help="shell command to run in the guest")
     add_guest_options(p)
     p.set_defaults(func=_cmd_boot)
