@@ -62,15 +62,23 @@ def series_boot(kernel_trees) -> SeriesBoot:
 
 @pytest.fixture(scope="module")
 def preempt_none_boot(series_boot) -> SeriesBoot:
-    """The same kernel booted preempt=none (PREEMPT_DYNAMIC), for the KUnit suites only.
+    """The same kernel booted preempt=none (PREEMPT_DYNAMIC): KUnit and one rebind per mode.
 
     folio_zero_user() clears in bounded units with reschedule points under the none and
-    voluntary models and whole folios under full preemption: both branches must pass.
+    voluntary models and whole folios under full preemption, and the threaded memmap init
+    meets a caller that is not preemptible between its reschedule points: both models
+    must pass.
     """
-    run_dir = series_boot.run_dir
-    spec = vm.BootSpec(image=series_boot.kernel.image, name="preempt-none", script="true",
-                       memory_bytes=vm.DEFAULT_MEMORY + HUGETLB_1G_POOL * vm.GIB, cpus=2,
-                       append=["preempt=none", "hugepagesz=1G", f"hugepages={HUGETLB_1G_POOL}"],
+    run_dir = series_boot.run_dir / "preempt-none"
+    run_dir.mkdir(exist_ok=True)
+    memory, memmap = vm.pmem_layout(PMEM, None)
+    script = run_dir / "guest.sh"
+    script.write_text(scenarios.guest_script(scenarios.SCENARIOS["fsdax-mapdev"], ["all"], 1))
+    spec = vm.BootSpec(image=series_boot.kernel.image, name="preempt-none",
+                       script=f"bash {shlex.quote(str(script))}",
+                       memory_bytes=memory + HUGETLB_1G_POOL * vm.GIB, cpus=2,
+                       append=["preempt=none", memmap, "hugepagesz=1G",
+                               f"hugepages={HUGETLB_1G_POOL}"],
                        timeout_s=1200)
     result = vm.boot(spec, run_dir, series_boot.accel)
     return SeriesBoot(kernel=series_boot.kernel, run_dir=run_dir, result=result,
@@ -109,8 +117,18 @@ def test_kunit_suites_pass(series_boot, kernel_trees):
 def test_kunit_suites_pass_under_preempt_none(preempt_none_boot, kernel_trees):
     log = preempt_none_boot.result.console.read_text(errors="replace")
     assert "Dynamic Preempt: none" in log, "the kernel did not switch to preempt=none"
-    assert preempt_none_boot.result.exit_code == 0
+    assert preempt_none_boot.result.exit_code == 0, preempt_none_boot.result.stderr_tail()
     check_kunit(preempt_none_boot, kernel_trees.series, "preempt-none")
+
+
+def test_pmem_rebinds_under_preempt_none(preempt_none_boot):
+    samples = scenarios.parse_init_samples(preempt_none_boot.result.dmesg.read_text(errors="replace"))
+    rebinds = [s for s in samples if s.phase == "rebind"]
+    modes = (preempt_none_boot.run_dir / "modes-available.txt").read_text().split()
+    assert {s.variant for s in rebinds} == set(modes) and len(rebinds) == len(modes)
+    assert {s.threads for s in rebinds} == {2}, [(s.variant, s.threads) for s in rebinds]
+    hashes = scenarios.parse_hashes((preempt_none_boot.run_dir / "hashes.txt").read_text())
+    assert len(hashes) == len(modes) and scenarios.hash_mismatch(hashes) is None
 
 
 def test_pmem_rebinds_are_timed_for_every_variant(series_boot):

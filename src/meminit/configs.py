@@ -2,9 +2,10 @@
 
 Each target is a `tools/testing/kunit/kunit.py run` of the series tree (work/linux) with a
 kunitconfig from config/kunit/: ARCH=um, which shares x86's headers but not its lib and so
-must link with the generic memcpy_nontemporal(), and arm64 under qemu-system-aarch64,
-where the generic memcpy_nontemporal() and clear_pages() run and where compound pages
-write all their tails (no DAX vmemmap deduplication). The console is parsed with the
+must link with the generic memcpy_nontemporal(); arm64 under qemu-system-aarch64, where
+the generic memcpy_nontemporal() and clear_pages() run and where compound pages write all
+their tails (no DAX vmemmap deduplication); and x86-32 with PAE and HIGHMEM, where
+folio_zero_user() clears highmem folios page by page through kmap. The console is parsed with the
 kernel's own `kunit.py parse`, like the test command's boot.
 """
 
@@ -14,6 +15,7 @@ import argparse
 import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +56,12 @@ TARGETS = {
                   "qemu-system-arm": "/usr/bin/qemu-system-aarch64"},
         # room for the 1 GiB folio the folio_zero_user suite clears, and two CPUs
         qemu_args=("-m 3072", "-smp 2")),
+    "i386": KunitTarget(
+        name="i386", arch="i386",
+        suites=("memcpy_nontemporal", "clear_pages", "folio_zero_user"),
+        packages={"qemu-system-x86": "/usr/bin/qemu-system-i386"},
+        # more than the 896 MiB of lowmem, so GFP_HIGHUSER folios come from highmem
+        qemu_args=("-m 2048", "-smp 2")),
 }
 
 
@@ -65,7 +73,7 @@ def kunit_command(target: KunitTarget, tree: Path, jobs: int) -> list[str]:
     if target.cross_compile:
         cmd.append(f"--cross_compile={target.cross_compile}")
     cmd += [f"--qemu_args={arg}" for arg in target.qemu_args]
-    if target.arch != "um":
+    if target.arch == "arm64":
         # as the test command boots it: one 1 GiB page for the gigantic folio case
         cmd += ["--kernel_args=hugepagesz=1G", "--kernel_args=hugepages=1"]
     return cmd
@@ -83,17 +91,27 @@ def run_target(target: KunitTarget, tree: Path, jobs: int) -> ktap.KunitReport:
     cmd = kunit_command(target, tree, jobs)
     print(f"meminit: kunit.py run --arch={target.arch} ({target.kunitconfig.name}); log: {log}",
           file=sys.stderr, flush=True)
-    start = last = time.monotonic()
-    with log.open("w") as out, subprocess.Popen(cmd, cwd=tree, env=env, text=True,
-                                                stdout=subprocess.PIPE,
-                                                stderr=subprocess.STDOUT) as proc:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            out.write(line)
-            if time.monotonic() - last >= PROGRESS_EVERY_S:
-                last = time.monotonic()
-                print(f"meminit: {target.name}: {last - start:.0f}s", file=sys.stderr, flush=True)
-        rc = proc.wait()
+    start = time.monotonic()
+    done = threading.Event()
+
+    def progress() -> None:
+        # kunit.py says nothing while it builds: say how long it has been running
+        while not done.wait(PROGRESS_EVERY_S):
+            print(f"meminit: {target.name}: building or running, {time.monotonic() - start:.0f}s",
+                  file=sys.stderr, flush=True)
+
+    ticker = threading.Thread(target=progress, daemon=True)
+    ticker.start()
+    try:
+        with log.open("w") as out, subprocess.Popen(cmd, cwd=tree, env=env, text=True,
+                                                    stdout=subprocess.PIPE,
+                                                    stderr=subprocess.STDOUT) as proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                out.write(line)
+            rc = proc.wait()
+    finally:
+        done.set()
     text = log.read_text(errors="replace")
     if "Linux version" not in text:
         tail = "".join(text.splitlines(keepends=True)[-25:])
@@ -137,7 +155,7 @@ def _cmd_check_configs(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check-configs",
-                       help="build and run the series' KUnit suites on ARCH=um and arm64 (kunit.py)")
+                       help="build and run the series' KUnit suites on ARCH=um, arm64 and i386 (kunit.py)")
     p.add_argument("targets", nargs="*", metavar="TARGET",
                    help=f"{', '.join(TARGETS)} (default: all)")
     p.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: number of CPUs)")
