@@ -42,22 +42,29 @@ def expected_suites() -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
 
 
+def boot_with_rebinds(kernel: build.Kernel, run_dir: Path, accel: str, name: str,
+                      rebinds: int, append: list[str]) -> SeriesBoot:
+    """Boot `kernel` (KUnit runs at boot) and rebind a small fsdax namespace `rebinds`
+    times per mode, with one 1 GiB page reserved for folio_zero_user's gigantic case."""
+    memory, memmap = vm.pmem_layout(PMEM, None)
+    script = run_dir / "guest.sh"
+    script.write_text(scenarios.guest_script(scenarios.SCENARIOS["fsdax-mapdev"], ["all"], rebinds)
+                      + "uname -r > uname.txt\n")
+    spec = vm.BootSpec(image=kernel.image, name=name, script=f"bash {shlex.quote(str(script))}",
+                       memory_bytes=memory + HUGETLB_1G_POOL * vm.GIB, cpus=2,
+                       append=[*append, memmap, "hugepagesz=1G", f"hugepages={HUGETLB_1G_POOL}"],
+                       timeout_s=1200)
+    result = vm.boot(spec, run_dir, accel)
+    return SeriesBoot(kernel=kernel, run_dir=run_dir, result=result, accel=accel)
+
+
 @pytest.fixture(scope="module")
 def series_boot(kernel_trees) -> SeriesBoot:
     kernel = build.kernel_for("debug", kernel_trees)
     build.build(kernel)
     run_dir = report.new_run_dir("test")
     accel = vm.resolve_accel("auto", kernel.image, run_dir)
-    memory, memmap = vm.pmem_layout(PMEM, None)
-    memory += HUGETLB_1G_POOL * vm.GIB  # for folio_zero_user's 1 GiB (gigantic) case
-    script = run_dir / "guest.sh"
-    script.write_text(scenarios.guest_script(scenarios.SCENARIOS["fsdax-mapdev"], ["all"], REBINDS)
-                      + "uname -r > uname.txt\n")
-    spec = vm.BootSpec(image=kernel.image, name="series", script=f"bash {shlex.quote(str(script))}",
-                       memory_bytes=memory, cpus=2,
-                       append=[memmap, "hugepagesz=1G", f"hugepages={HUGETLB_1G_POOL}"], timeout_s=1200)
-    result = vm.boot(spec, run_dir, accel)
-    return SeriesBoot(kernel=kernel, run_dir=run_dir, result=result, accel=accel)
+    return boot_with_rebinds(kernel, run_dir, accel, "series", REBINDS, [])
 
 
 @pytest.fixture(scope="module")
@@ -71,18 +78,26 @@ def preempt_none_boot(series_boot) -> SeriesBoot:
     """
     run_dir = series_boot.run_dir / "preempt-none"
     run_dir.mkdir(exist_ok=True)
-    memory, memmap = vm.pmem_layout(PMEM, None)
-    script = run_dir / "guest.sh"
-    script.write_text(scenarios.guest_script(scenarios.SCENARIOS["fsdax-mapdev"], ["all"], 1))
-    spec = vm.BootSpec(image=series_boot.kernel.image, name="preempt-none",
-                       script=f"bash {shlex.quote(str(script))}",
-                       memory_bytes=memory + HUGETLB_1G_POOL * vm.GIB, cpus=2,
-                       append=["preempt=none", memmap, "hugepagesz=1G",
-                               f"hugepages={HUGETLB_1G_POOL}"],
-                       timeout_s=1200)
-    result = vm.boot(spec, run_dir, series_boot.accel)
-    return SeriesBoot(kernel=series_boot.kernel, run_dir=run_dir, result=result,
-                      accel=series_boot.accel)
+    return boot_with_rebinds(series_boot.kernel, run_dir, series_boot.accel, "preempt-none", 1,
+                             ["preempt=none"])
+
+
+def check_rebinds(boot: SeriesBoot, rebinds: int) -> None:
+    """`rebinds` timed binds per mode of the kernel, each of the same non-zero number of
+    pages, on two threads, with the same struct pages in every mode."""
+    samples = scenarios.parse_init_samples(boot.result.dmesg.read_text(errors="replace"))
+    done = [s for s in samples if s.phase == "rebind"]
+    modes = set((boot.run_dir / "modes-available.txt").read_text().split())
+    assert {s.variant for s in done} == modes
+    assert len(done) == rebinds * len(modes)
+    # every rebind initialises the same, non-zero number of pages
+    assert len({s.pages for s in done}) == 1 and done[0].pages > 0
+    # the range is above the multithreading threshold and the guest has 2 CPUs
+    assert {s.threads for s in done} == {2}, [(s.variant, s.threads) for s in done]
+    hashes = boot.run_dir / "hashes.txt"
+    assert hashes.exists(), "the series' memmap_hash debugfs file did not produce hashes"
+    assert len(scenarios.parse_hashes(hashes.read_text())) == len(modes)
+    assert scenarios.hash_mismatch(scenarios.parse_hashes(hashes.read_text())) is None
 
 
 def check_kunit(boot: SeriesBoot, kernel_src: Path, name: str) -> None:
@@ -122,28 +137,8 @@ def test_kunit_suites_pass_under_preempt_none(preempt_none_boot, kernel_trees):
 
 
 def test_pmem_rebinds_under_preempt_none(preempt_none_boot):
-    samples = scenarios.parse_init_samples(preempt_none_boot.result.dmesg.read_text(errors="replace"))
-    rebinds = [s for s in samples if s.phase == "rebind"]
-    modes = (preempt_none_boot.run_dir / "modes-available.txt").read_text().split()
-    assert {s.variant for s in rebinds} == set(modes) and len(rebinds) == len(modes)
-    assert {s.threads for s in rebinds} == {2}, [(s.variant, s.threads) for s in rebinds]
-    hashes = scenarios.parse_hashes((preempt_none_boot.run_dir / "hashes.txt").read_text())
-    assert len(hashes) == len(modes) and scenarios.hash_mismatch(hashes) is None
+    check_rebinds(preempt_none_boot, 1)
 
 
 def test_pmem_rebinds_are_timed_for_every_variant(series_boot):
-    samples = scenarios.parse_init_samples(series_boot.result.dmesg.read_text(errors="replace"))
-    rebinds = [s for s in samples if s.phase == "rebind"]
-    variants = {s.variant for s in rebinds}
-    modes = series_boot.run_dir / "modes-available.txt"
-    expected = set(modes.read_text().split()) if modes.exists() else {"default"}
-    assert variants == expected
-    assert len(rebinds) == REBINDS * len(variants)
-    # every rebind initialises the same, non-zero number of pages
-    assert len({s.pages for s in rebinds}) == 1 and rebinds[0].pages > 0
-    # the range is above the multithreading threshold and the guest has 2 CPUs
-    assert {s.threads for s in rebinds} == {2}, [(s.variant, s.threads) for s in rebinds]
-    hashes = series_boot.run_dir / "hashes.txt"
-    assert hashes.exists(), "the series' memmap_hash debugfs file did not produce hashes"
-    assert len(scenarios.parse_hashes(hashes.read_text())) == len(variants)
-    assert scenarios.hash_mismatch(scenarios.parse_hashes(hashes.read_text())) is None
+    check_rebinds(series_boot, REBINDS)

@@ -36,6 +36,7 @@ class KunitTarget:
     cross_compile: str = ""
     packages: dict[str, str] = field(default_factory=dict)
     qemu_args: tuple[str, ...] = ()
+    kernel_args: tuple[str, ...] = ()
 
     @property
     def kunitconfig(self) -> Path:
@@ -55,7 +56,9 @@ TARGETS = {
         packages={"gcc-aarch64-linux-gnu": "/usr/bin/aarch64-linux-gnu-gcc",
                   "qemu-system-arm": "/usr/bin/qemu-system-aarch64"},
         # room for the 1 GiB folio the folio_zero_user suite clears, and two CPUs
-        qemu_args=("-m 3072", "-smp 2")),
+        qemu_args=("-m 3072", "-smp 2"),
+        # as the test command boots it: one 1 GiB page for the gigantic folio case
+        kernel_args=("hugepagesz=1G", "hugepages=1")),
     "i386": KunitTarget(
         name="i386", arch="i386",
         suites=("memcpy_nontemporal", "clear_pages", "folio_zero_user"),
@@ -73,9 +76,7 @@ def kunit_command(target: KunitTarget, tree: Path, jobs: int) -> list[str]:
     if target.cross_compile:
         cmd.append(f"--cross_compile={target.cross_compile}")
     cmd += [f"--qemu_args={arg}" for arg in target.qemu_args]
-    if target.arch == "arm64":
-        # as the test command boots it: one 1 GiB page for the gigantic folio case
-        cmd += ["--kernel_args=hugepagesz=1G", "--kernel_args=hugepages=1"]
+    cmd += [f"--kernel_args={arg}" for arg in target.kernel_args]
     return cmd
 
 

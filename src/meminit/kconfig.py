@@ -13,6 +13,7 @@ from meminit.errors import MeminitError
 
 COMMON_FRAGMENT = paths.CONFIG_DIR / "meminit.config"
 SERIES_FRAGMENT = paths.CONFIG_DIR / "series.config"
+DEBUG_FRAGMENT = paths.CONFIG_DIR / "debug.config"
 
 _LINE = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$")
 _UNSET = re.compile(r"^# (CONFIG_[A-Za-z0-9_]+) is not set$")
@@ -38,9 +39,6 @@ def dropped_options(wanted: dict[str, str], final: dict[str, str]) -> list[str]:
         if got != want:
             problems.append(f"{name}={want} (olddefconfig left {'it unset' if got == 'n' else got})")
     return problems
-
-
-DEBUG_FRAGMENT = paths.CONFIG_DIR / "debug.config"
 
 
 def fragments_for(variant: str) -> list[Path]:
