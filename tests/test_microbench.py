@@ -204,7 +204,8 @@ def test_clear_ratios_against_612_order_and_unit_table():
     g = 1 << 30
     samples = [clear("stosb-4K", 4096, g // 25), clear("php2M-4K", 4096, g // 12),
                clear("fz2M-32M", 32 << 20, g // 24), clear("fz1G-2M", 2 << 20, g // 27),
-               clear("fz1G-32M", 32 << 20, g // 50), clear("fz1G-1G", g, g // 75)]
+               clear("fz1G-256K", 256 << 10, g // 30), clear("fz1G-32M", 32 << 20, g // 50),
+               clear("fz1G-1G", g, g // 75)]
     rows = mb.summarize(samples)
     mb.add_ratios(rows, {})
     mb.add_clear_612(rows)
@@ -215,8 +216,9 @@ def test_clear_ratios_against_612_order_and_unit_table():
     assert by["fz1G-32M"]["x_612"] == pytest.approx(2.0, rel=1e-3)    # against stosb-4K
     text = mb.unit_table(rows)
     lines = text.splitlines()
-    assert [l.split()[0] for l in lines[3:]] == ["2M", "32M", "1G"]
-    assert "1.50x" in lines[-1] and "3.00x" in lines[-1]              # 75/50 and 75/25
+    assert [l.split()[0] for l in lines[3:]] == ["256K", "2M", "32M", "1G"]
+    assert "x 256K unit" in lines[1]                                    # the kernel's cooperative unit
+    assert "2.50x" in lines[-1] and "3.00x" in lines[-1]              # 75/30 and 75/25
 
 
 def test_render_table_alignment_and_shape():

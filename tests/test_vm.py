@@ -35,9 +35,15 @@ def test_kernel_failures_finds_oops_warn_panic_but_not_normal_lines():
         "[    3.0] BUG: unable to handle page fault for address: 0000",
         "[    4.0] Kernel panic - not syncing: Fatal exception",
         "[    5.0] ok 1 memmap_template_bitexact",
+        "[    6.0] WARNING: possible circular locking dependency detected",
+        "[    7.0] WARNING: suspicious RCU usage",
+        "[    8.0] kmemleak: 2 new suspected memory leaks (see /sys/kernel/debug/kmemleak)",
+        "[    9.0] Spectre V2 : WARNING: Unprivileged eBPF is enabled with eIBRS on, data leaks possible",
+        "[   10.0] UBSAN: shift-out-of-bounds in mm/memory.c:6900:3",
     ])
     found = vm.kernel_failures(log)
-    assert len(found) == 3 and found[0].startswith("[    2.0] WARNING")
+    assert len(found) == 7 and found[0].startswith("[    2.0] WARNING")
+    assert not [line for line in found if "Spectre" in line]
 
 
 def test_vng_command_selects_accelerator_and_passes_parameters(tmp_path):

@@ -5,7 +5,9 @@ kunitconfig from config/kunit/: ARCH=um, which shares x86's headers but not its 
 must link with the generic memcpy_nontemporal(); arm64 under qemu-system-aarch64, where
 the generic memcpy_nontemporal() and clear_pages() run and where compound pages write all
 their tails (no DAX vmemmap deduplication); and x86-32 with PAE and HIGHMEM, where
-folio_zero_user() clears highmem folios page by page through kmap. The console is parsed with the
+folio_zero_user() clears highmem folios page by page through kmap; and x86-64 with SPARSEMEM
+but no virtual memmap, where the 1 GiB folio's struct pages are reached section by section
+through nth_page(). The console is parsed with the
 kernel's own `kunit.py parse`, like the test command's boot.
 """
 
@@ -65,6 +67,13 @@ TARGETS = {
         packages={"qemu-system-x86": "/usr/bin/qemu-system-i386"},
         # more than the 896 MiB of lowmem, so GFP_HIGHUSER folios come from highmem
         qemu_args=("-m 2048", "-smp 2")),
+    "x86_64-sparsemem": KunitTarget(
+        name="x86_64-sparsemem", arch="x86_64",
+        suites=("memcpy_nontemporal", "clear_pages", "folio_zero_user"),
+        packages={"qemu-system-x86": "/usr/bin/qemu-system-x86_64"},
+        qemu_args=("-m 3072", "-smp 2"),
+        # one 1 GiB page for the gigantic folio case: eight sections of struct pages
+        kernel_args=("hugepagesz=1G", "hugepages=1")),
 }
 
 
@@ -156,7 +165,8 @@ def _cmd_check_configs(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check-configs",
-                       help="build and run the series' KUnit suites on ARCH=um, arm64 and i386 (kunit.py)")
+                       help="build and run the series' KUnit suites on ARCH=um, arm64, i386 and "
+                            "x86-64 without a virtual memmap (kunit.py)")
     p.add_argument("targets", nargs="*", metavar="TARGET",
                    help=f"{', '.join(TARGETS)} (default: all)")
     p.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: number of CPUs)")

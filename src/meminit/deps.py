@@ -31,6 +31,8 @@ GUEST = {
     "daxctl": "/usr/bin/daxctl",
     "busybox-static": "/bin/busybox",
     "udev": "/usr/bin/udevadm",
+    # cyclictest, for the fault-latency scenario
+    "rt-tests": "/usr/bin/cyclictest",
 }
 BENCH = {
     "build-essential": "/usr/bin/gcc",

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import faults, fork, paths
+from meminit import faults, fork, latency, paths
 from meminit.errors import MeminitError
 
 TCG_LABEL = "TCG: functional timings, not performance figures"
@@ -126,6 +126,10 @@ def render(result: dict) -> str:
         elif scen.get("kind") == "faults":
             lines += ["", f"{scen['name']}: demand faults, one write per huge page, "
                       f"{scen.get('fault_size', '?')} per mapping and pass", fault_table(scen["runs"])]
+        elif scen.get("kind") == "latency":
+            lines += ["", f"{scen['name']}: cyclictest (SCHED_FIFO, CPU 1) beside 1 GiB hugetlb clears on "
+                      f"CPU 1, {scen.get('rounds')} rounds x {scen.get('seconds')} s per cell",
+                      latency.table(scen["rows"])]
     if result.get("accel") == "tcg":
         lines.append(f"({TCG_LABEL})")
     lines.append(f"accelerator {result.get('accel')}, guest {result.get('guest_cpus')} CPUs / "
@@ -229,6 +233,11 @@ def plot(result: dict, run_dir: Path) -> list[Path]:
             if result.get("accel") == "tcg":
                 title += f" - {TCG_LABEL}"
             pngs.append(plot_faults(scen["runs"], run_dir / "faults.png", title))
+        elif scen.get("kind") == "latency":
+            title = f"{scen['name']}: worst wakeup latency beside 1 GiB clears ({result.get('accel')})"
+            if result.get("accel") == "tcg":
+                title += f" - {TCG_LABEL}"
+            pngs.append(latency.plot(scen["rows"], run_dir / "latency.png", title))
     return pngs
 
 

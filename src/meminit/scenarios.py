@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import build, deps, faults, fork, microbench, report, source, vm
+from meminit import build, deps, faults, fork, latency, microbench, report, source, vm
 from meminit.errors import MeminitError
 
 MODE_FILE = "/sys/kernel/debug/zone_device/memmap_init_mode"
@@ -266,11 +266,30 @@ def run_faults(kernel: build.Kernel, run_dir: Path, accel: str, args: argparse.N
     return rows
 
 
+def run_latency(kernel: build.Kernel, model: str, run_dir: Path, accel: str,
+                args: argparse.Namespace) -> list[dict]:
+    """cyclictest beside 1 GiB clears in one boot per preemption model (fault-latency)."""
+    units = args.latency_units if kernel.variant != "base" else [latency.DEFAULT_UNIT]
+    name = f"{latency.SCENARIO}-{kernel.variant}-{model}"
+    script = run_dir / f"{name}.sh"
+    script.write_text(latency.guest_script(kernel.variant, model, units, args.latency_hog,
+                                           args.latency_rounds, args.latency_seconds, run_dir))
+    spec = vm.BootSpec(image=kernel.image, name=name, script=f"bash {shlex.quote(str(script))}",
+                       memory_bytes=args.memory or latency.GUEST_MEMORY, cpus=max(args.cpus, 2),
+                       append=[*latency.boot_parameters(model), SKIP_KUNIT, *args.append],
+                       timeout_s=args.timeout)
+    boot_script(spec, run_dir, accel)
+    return [latency.read_cell(cell, run_dir) for cell in
+            latency.cells(kernel.variant, model, units, args.latency_hog, args.latency_rounds)]
+
+
 def guest_memory_for(name: str, args: argparse.Namespace) -> int:
     if name in SCENARIOS:
         return guest_memory(SCENARIOS[name], args)[0]
     if name == faults.SCENARIO:
         return faults.guest_memory(args.fault_size, args.memory)
+    if name == latency.SCENARIO:
+        return args.memory or latency.GUEST_MEMORY
     return args.memory or vm.DEFAULT_MEMORY
 
 
@@ -297,6 +316,12 @@ def run(args: argparse.Namespace) -> Path:
             runs = {variant: run_faults(kernels[variant], run_dir, accel, args) for variant in args.kernels}
             result["scenarios"].append({"name": name, "kind": "faults", "runs": runs,
                                         "fault_size": vm.format_size(args.fault_size)})
+        elif name == latency.SCENARIO:
+            samples = [sample for model in args.preempt for variant in args.kernels
+                       for sample in run_latency(kernels[variant], model, run_dir, accel, args)]
+            result["scenarios"].append({"name": name, "kind": "latency", "samples": samples,
+                                        "rows": latency.summarize(samples),
+                                        "seconds": args.latency_seconds, "rounds": args.latency_rounds})
         else:
             groups: list[dict] = []
             for variant in args.kernels:
@@ -317,7 +342,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="the main job: build, boot and time memmap init per scenario")
-    p.add_argument("--scenario", action="append", choices=[*SCENARIOS, FORK_SCENARIO, faults.SCENARIO],
+    p.add_argument("--scenario", action="append", choices=[*SCENARIOS, FORK_SCENARIO, faults.SCENARIO, latency.SCENARIO],
                    help="scenario to run (repeatable; default fsdax-mapdev)")
     p.add_argument("--kernels", type=lambda s: s.split(","), default=["series", "base"],
                    help="comma-separated kernels to boot, first decides the accelerator "
@@ -341,6 +366,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                    f"{vm.format_size(faults.DEFAULT_FAULT_SIZE)}; multiple of 1G)")
     p.add_argument("--fault-reps", type=int, default=faults.DEFAULT_REPS,
                    help=f"thp-fault scenario: repetitions (default {faults.DEFAULT_REPS})")
+    p.add_argument("--preempt", type=latency.parse_models, default=list(latency.MODELS),
+                   help="fault-latency scenario: preemption models, one boot each "
+                        f"(default {','.join(latency.MODELS)})")
+    p.add_argument("--latency-units", type=latency.parse_units, default=list(latency.DEFAULT_UNITS),
+                   help="fault-latency scenario: series clearing units to interleave, 'default' "
+                        f"being the kernel's choice (default {','.join(latency.DEFAULT_UNITS)})")
+    p.add_argument("--latency-seconds", type=int, default=latency.DEFAULT_SECONDS,
+                   help=f"fault-latency scenario: cyclictest seconds per cell (default {latency.DEFAULT_SECONDS})")
+    p.add_argument("--latency-rounds", type=int, default=latency.DEFAULT_ROUNDS,
+                   help=f"fault-latency scenario: rounds over the units (default {latency.DEFAULT_ROUNDS})")
+    p.add_argument("--latency-hog", type=lambda s: [h for h in s.split(",") if h], default=list(latency.HOGS),
+                   help="fault-latency scenario: memory writer on CPU 0, off and/or on (default off,on)")
     p.add_argument("--timeout", type=int, default=1200, help="guest timeout in seconds")
     p.add_argument("-j", "--jobs", type=int, help="kernel build jobs (default: CPUs)")
     vm.add_guest_options(p)

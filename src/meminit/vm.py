@@ -66,10 +66,14 @@ TRIAL_TIMEOUT_S = 90
 VNG = "vng"
 
 # Lines of a kernel log that mean the boot is not trustworthy.
+# Lockdep and RCU splats begin "WARNING: possible circular locking ...", "WARNING:
+# suspicious RCU usage" and so on: any message that starts with "WARNING: " counts (not
+# "Spectre V2 : WARNING: ...", which is advice, not a splat).
 KERNEL_FAILURE = re.compile(
-    r"(Kernel panic - not syncing|Oops: |BUG: |WARNING: CPU: |WARNING: at |"
+    r"(Kernel panic - not syncing|Oops: |BUG: |(?:^|\]\s)WARNING: |"
     r"general protection fault|kernel BUG at|Unable to handle kernel|"
-    r"watchdog: BUG: soft lockup|INFO: task .* blocked for more than)"
+    r"watchdog: BUG: soft lockup|INFO: task .* blocked for more than|"
+    r"kmemleak: \d+ new suspected memory leaks|UBSAN: )"
 )
 
 
