@@ -107,3 +107,18 @@ def test_added_lines_and_w1_warnings_on_them(tmp_path):
     log = ("../../linux/file.c:6:3: warning: unused variable 'x' [-Wunused-variable]\n"
            "../../linux/file.c:2:1: warning: old code warns too\n")
     assert checks.new_warnings(log, added) == [log.splitlines()[0]]
+
+
+def test_touched_objects_are_the_changed_sources_that_still_exist(tmp_path):
+    from meminit import checks
+
+    repo = git_repo(tmp_path / "repo")
+    for name in ("gone.c", "entry.S", "header.h", "Kconfig"):
+        (repo / name).write_text("x\n")
+    subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
+    subprocess.run(["git", "-C", str(repo), *IDENT, "commit", "-q", "-m", "add"], check=True)
+    subprocess.run(["git", "-C", str(repo), *IDENT, "rm", "-q", "gone.c"], check=True)
+    subprocess.run(["git", "-C", str(repo), *IDENT, "commit", "-q", "-m", "rm"], check=True)
+    commit_change(repo, "line 5\n", "line five\n", "edit")
+    assert checks.touched_objects(repo, "base..HEAD") == ["entry.o", "file.o"]
+    assert checks.touched_objects(repo, "base..HEAD~1") == ["entry.o"]

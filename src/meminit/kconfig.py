@@ -68,6 +68,12 @@ def forget_configuration(out: Path) -> None:
     _stamp(out).unlink(missing_ok=True)
 
 
+def reconfigure(src: Path, out: Path, config: str) -> None:
+    """Write config to out/.config and let olddefconfig fit it to the tree's Kconfig files."""
+    (out / ".config").write_text(config)
+    _run(["make", "-s", "-C", str(src), f"O={out}", "olddefconfig"])
+
+
 def configure(src: Path, out: Path, fragments: list[Path]) -> None:
     """Write out/.config from tinyconfig + fragments unless the fragments are unchanged."""
     out.mkdir(parents=True, exist_ok=True)
