@@ -8,7 +8,10 @@ One boot serves nearly every check: the running kernel is ours, the log has no o
 every KUnit suite of config/kunit-suites.txt ran and passed (parsed by kunit.py), and
 an fsdax map=dev namespace rebinds with timed, identical memmap initialisation in every
 mode, large enough (above the series' 1 GiB threshold) to be initialised by two threads.
-A second boot of the same kernel with preempt=none runs the KUnit suites once more.
+The guest has two NUMA nodes, and the pmem sits on the one without CPUs
+(vm.numa_pmem_layout), so the threaded init takes its helpers from another node.
+A second boot of the same kernel with preempt=none runs the KUnit suites once more, and
+a third runs a short soak (soak.py) of every scenario.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from meminit import build, ktap, paths, report, scenarios, vm
+from meminit import build, ktap, paths, report, scenarios, soak, vm
 
 pytestmark = pytest.mark.kernel
 
@@ -49,9 +52,11 @@ def boot_with_rebinds(kernel: build.Kernel, run_dir: Path, accel: str, name: str
     memory, memmap = vm.pmem_layout(PMEM, None)
     script = run_dir / "guest.sh"
     script.write_text(scenarios.guest_script(scenarios.SCENARIOS["fsdax-mapdev"], ["all"], rebinds)
-                      + "uname -r > uname.txt\n")
+                      + "uname -r > uname.txt\n"
+                      + "cat /sys/bus/nd/devices/namespace0.0/numa_node > pmem-node.txt\n")
+    memory += HUGETLB_1G_POOL * vm.GIB
     spec = vm.BootSpec(image=kernel.image, name=name, script=f"bash {shlex.quote(str(script))}",
-                       memory_bytes=memory + HUGETLB_1G_POOL * vm.GIB, cpus=2,
+                       memory_bytes=memory, cpus=2, numa=vm.numa_pmem_layout(memory, 2),
                        append=[*append, memmap, "hugepagesz=1G", f"hugepages={HUGETLB_1G_POOL}"],
                        timeout_s=1200)
     result = vm.boot(spec, run_dir, accel)
@@ -112,11 +117,29 @@ def check_kunit(boot: SeriesBoot, kernel_src: Path, name: str) -> None:
     assert not skipped, f"skipped KUnit cases: {skipped}"
 
 
+@pytest.fixture(scope="module")
+def short_soak(series_boot) -> soak.SoakOutcome:
+    """soak.SHORT_CYCLES cycles of every scenario, with CPU hotplug and injected faults."""
+    run_dir = series_boot.run_dir / "soak"
+    run_dir.mkdir(exist_ok=True)
+    request = soak.SoakRequest(scenarios=list(scenarios.SCENARIOS), cycles=soak.SHORT_CYCLES,
+                               accel=series_boot.accel, timeout_s=2400)
+    outcome = soak.soak(series_boot.kernel, request, run_dir)
+    (run_dir / "soak.txt").write_text(outcome.table + "\n")
+    return outcome
+
+
 def test_guest_runs_our_kernel(series_boot):
     assert series_boot.result.exit_code == 0, series_boot.result.console
     uname = (series_boot.run_dir / "uname.txt").read_text().strip()
     assert uname == series_boot.kernel.release
     assert uname.endswith("-meminit-debug")
+
+
+def test_pmem_sits_on_the_node_without_cpus(series_boot):
+    log = series_boot.result.console.read_text(errors="replace")
+    assert "smp: Brought up 2 nodes, 2 CPUs" in log
+    assert (series_boot.run_dir / "pmem-node.txt").read_text().strip() == "1"
 
 
 def test_boot_log_has_no_oops_or_warning(series_boot):
@@ -142,3 +165,10 @@ def test_pmem_rebinds_under_preempt_none(preempt_none_boot):
 
 def test_pmem_rebinds_are_timed_for_every_variant(series_boot):
     check_rebinds(series_boot, REBINDS)
+
+
+def test_short_soak_passes(short_soak):
+    assert short_soak.problems == [], short_soak.table
+    assert short_soak.hotplug not in ("0", "off", "failed"), short_soak.table
+    for result in short_soak.results:
+        assert result.injected and all(result.injected.values()), short_soak.table

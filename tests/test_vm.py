@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from meminit import vm
@@ -120,3 +122,13 @@ def test_kvm_trial_installs_qemu_before_asking_its_version(tmp_path, monkeypatch
     with pytest.raises(MeminitError, match="stop after ensure"):
         vm.detect_accel(tmp_path / "bzImage", tmp_path)
     assert order == ["ensure"]
+
+
+def test_numa_pmem_layout_puts_the_cpus_below_4g_and_the_pmem_node_above():
+    assert vm.numa_pmem_layout(5 * G, 2) == ["2048M,cpus=0-1", "3072M"]
+    spec = vm.BootSpec(image=Path("bzImage"), name="t", script="true", memory_bytes=5 * G,
+                       numa=vm.numa_pmem_layout(5 * G, 2))
+    cmd = vm.vng_command(spec, "tcg", Path("/tmp"))
+    assert cmd[cmd.index("--numa") + 1] == "2048M,cpus=0-1" and cmd.count("--numa") == 2
+    with pytest.raises(MeminitError, match="too small"):
+        vm.numa_pmem_layout(2 * G, 2)

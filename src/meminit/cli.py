@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "meminit.testing",
     "meminit.microbench",
     "meminit.fork",
+    "meminit.soak",
 ]
 
 

@@ -28,7 +28,7 @@ MARK = "meminit-mark"
 # Built-in KUnit suites run at every boot; the test command runs them, scenarios need not.
 SKIP_KUNIT = "kunit.enable=0"
 
-_INIT_LINE = re.compile(
+INIT_LINE = re.compile(
     r"memmap_init_zone_device initialised (?P<pages>\d+) pages in (?P<ms>\d+)ms"
     r"(?: \((?P<ns>\d+) ns, mode (?P<mode>[\w-]+)(?:, threads (?P<threads>\d+))?\))?")
 _MARK_LINE = re.compile(MARK + r" (?P<phase>first|rebind) (?P<variant>[\w-]+) (?P<iteration>\d+)")
@@ -91,7 +91,7 @@ def parse_init_samples(dmesg: str) -> list[InitSample]:
         if m := _MARK_LINE.search(line):
             current = (m.group("phase"), m.group("variant"), int(m.group("iteration")))
             continue
-        m = _INIT_LINE.search(line)
+        m = INIT_LINE.search(line)
         if not m or current is None:
             continue
         ms = int(m.group("ns")) / 1e6 if m.group("ns") else float(m.group("ms"))

@@ -1,0 +1,569 @@
+"""`meminit soak`: many bind/unbind cycles of each scenario on the debug kernel.
+
+One boot of the debug series kernel (DEBUG_VM, lockdep, kmemleak, fault injection) runs,
+for each scenario in turn, `cycles` unbind/bind cycles that rotate the init mode (every
+mode of the kernel's switch) and the thread setting (1, the kernel's automatic choice, 2).
+Around them the guest:
+- hashes the struct pages of the range after every bind (memmap_hash);
+- reads MemFree, SUnreclaim and nr_memmap_pages with the device unbound, after dropping
+  caches, so a cycle that leaks memory, slab objects or vmemmap pages shows;
+- offlines and onlines CPU 1 in a loop, so helper threads meet CPU hotplug;
+- in some cycles makes every allocation under memmap_init_zone_device() fail
+  (failslab or fail_page_alloc, filtered by call stack to that function): the range
+  must still come up, through one thread or the slow path, with the same struct pages;
+- scans kmemleak after each scenario.
+The host then checks every cycle against the first (see evaluate()).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from meminit import build, deps, report, scenarios, source, vm
+from meminit.errors import MeminitError
+
+DEFAULT_CYCLES = 100
+SHORT_CYCLES = 10  # the test command's soak
+DEFAULT_PMEM = 1536 << 20  # above the 1 GiB threaded-init threshold for fsdax map=dev
+MODES = ("slow", "template", "streaming", "auto")  # the series' memmap_init_mode values
+THREAD_SETTINGS = (2, 1, 0)  # two threads, one, the kernel's automatic choice
+FAULT_KINDS = ("failslab", "fail_page_alloc")
+FAULT_EVERY = 3
+FAULT_BUDGET = 100000  # the `times` a fault attribute gets; what it has left tells the count
+# With the device unbound and caches dropped, what may differ from the first cycle: page
+# allocator and slab caches, kmemleak's own objects and per-CPU lists move by a few MiB
+# whatever the series does. Small leaks are kmemleak's: a 16 KiB template block leaked
+# per fast cycle (kmalloc_large, counted in SUnreclaim) passes 2 MiB only after about 170
+# cycles. The memmap of a device-private range is 8 MiB per 512 MiB: its pages must all
+# come back.
+MEMFREE_TOLERANCE_KB = 32 << 10
+SUNRECLAIM_TOLERANCE_KB = 2 << 10
+MEMMAP_TOLERANCE_PAGES = 0
+
+
+
+@dataclass(frozen=True)
+class KnownLeak:
+    """A kmemleak report the base kernel makes as well, told by who allocated the object."""
+
+    reason: str
+    comm: str  # the task that allocated it
+    frames: tuple[str, ...]  # one of these functions is in the allocation backtrace
+
+
+KNOWN_BASE_LEAKS = (
+    KnownLeak("lib/test_hmm.c in 6.12: dmirror_device_remove() ends with cdev_device_del() and "
+              "never calls put_device(), so every unload of test_hmm leaks each device's name "
+              "(dev_set_name) and driver-core private data (device_add)",
+              "modprobe", ("dev_set_name", "device_add")),
+)
+# A report allocated under these is the series' whatever else it matches.
+SERIES_FRAMES = ("memmap_init", "memremap_pages", "zone_device_page", "pagemap_range")
+
+SOAK_FILE = "soak.jsonl"
+_SOAK_MARK = re.compile(r"meminit-soak (?P<scenario>[\w-]+) (?P<cycle>\d+)")
+
+
+@dataclass(frozen=True)
+class Cycle:
+    """What one cycle asks of the kernel."""
+
+    mode: str
+    threads: int  # 0: the kernel's automatic choice
+    fault: str  # "none" or a FAULT_KINDS entry
+
+
+def plan(cycles: int, inject: bool) -> list[Cycle]:
+    """Cycle i (from 1) takes the modes in turn, each thread setting for a turn of the
+    modes, and every FAULT_EVERY-th cycle that asks for a fast mode arms a fault: failslab
+    where two threads are asked for (the helpers' array is the slab allocation), else
+    fail_page_alloc (the template blocks)."""
+    out = []
+    for i in range(1, cycles + 1):
+        mode = MODES[(i - 1) % len(MODES)]
+        threads = THREAD_SETTINGS[((i - 1) // len(MODES)) % len(THREAD_SETTINGS)]
+        fault = "none"
+        if inject and i % FAULT_EVERY == 0 and mode != "slow":
+            fault = "failslab" if threads == 2 else "fail_page_alloc"
+        out.append(Cycle(mode, threads, fault))
+    return out
+
+
+def _hash_function() -> str:
+    """Bash: memmap_hash_of SCENARIO prints the hash of the bound range's struct pages."""
+    return f"""memmap_hash_of() {{
+    local ranges range start end pages out=""
+    case "$1" in
+    device-private) ranges=$(grep -F hmm_dmirror /proc/iomem) ;;
+    # devdax maps the dax0.0 range (inside the namespace), fsdax the namespace itself
+    *) ranges=$(grep -m1 -F 'dax0.0' /proc/iomem || grep -m1 -F 'namespace0.0' /proc/iomem) ;;
+    esac
+    [ -n "$ranges" ] || {{ echo "no range of $1 in /proc/iomem" >&2; cat /proc/iomem >&2; return 5; }}
+    for range in $(echo "$ranges" | tr -d ' ' | cut -d: -f1); do
+        start=$(( 0x${{range%-*}} >> 12 ))
+        end=$(( (0x${{range#*-}} + 1) >> 12 ))
+        if [ "$1" != device-private ]; then
+            # with an altmap the first PFNs hold the memmap and are not initialised
+            pages=$(dmesg | grep -o 'memmap_init_zone_device initialised [0-9]* pages' | tail -1 | awk '{{print $3}}')
+            start=$(( end - pages ))
+        fi
+        echo "$start $(( end - start ))" > {scenarios.HASH_FILE} || {{
+            echo "memmap_hash refused PFNs $start-$end (range $range)" >&2; return 5; }}
+        out="$out$(cat {scenarios.HASH_FILE})"
+    done
+    echo "$out"
+}}"""
+
+
+@dataclass(frozen=True)
+class FaultRange:
+    """Link-time addresses: _text, and the start and end of memmap_init_zone_device()."""
+
+    text: int
+    start: int
+    end: int
+
+
+def fault_range(vmlinux: Path) -> FaultRange:
+    """Where memmap_init_zone_device() lies in `vmlinux`, for the fault filter."""
+    nm = subprocess.run(["nm", "-S", "--defined-only", str(vmlinux)], capture_output=True, text=True)
+    if nm.returncode != 0:
+        raise MeminitError(f"nm {vmlinux} failed: {nm.stderr.strip()}")
+    out = nm.stdout
+    symbols = {}
+    for line in out.splitlines():
+        fields = line.split()
+        if fields[-1] in ("_text", "memmap_init_zone_device"):
+            symbols[fields[-1]] = fields
+    if set(symbols) != {"_text", "memmap_init_zone_device"} or len(symbols["memmap_init_zone_device"]) != 4:
+        raise MeminitError(f"{vmlinux} has no _text or no sized memmap_init_zone_device symbol")
+    start, size = (int(x, 16) for x in symbols["memmap_init_zone_device"][:2])
+    return FaultRange(text=int(symbols["_text"][0], 16), start=start, end=start + size)
+
+
+def guest_script(names: list[str], cycles: int, hotplug: bool, inject: bool,
+                 symbols: FaultRange | None = None) -> str:
+    """Bash run in the guest; its files land in the shared run directory (the cwd).
+    `symbols` is required to inject faults."""
+    if inject and symbols is None:
+        raise ValueError("fault injection needs the kernel's FaultRange")
+    symbols = symbols or FaultRange(0, 0, 0)
+    blocks = []
+    for name in names:
+        s = scenarios.SCENARIOS[name]
+        blocks.append(f"soak_scenario {shlex.quote(name)} {shlex.quote(s.setup)} "
+                      f"{shlex.quote(s.unbind)} {shlex.quote(s.bind)}")
+    cycle_plan = plan(cycles, inject)
+    modes = " ".join(["-", *(c.mode for c in cycle_plan)])
+    threads = " ".join(["-", *(str(c.threads) for c in cycle_plan)])
+    faults = " ".join(["-", *(c.fault for c in cycle_plan)])
+    return f"""#!/bin/bash
+# soak: generated by meminit (soak.py)
+set -eu
+D=/sys/kernel/debug
+mountpoint -q $D || mount -t debugfs debugfs $D
+echo 'file mm/mm_init.c +p' > $D/dynamic_debug/control
+[ -e {scenarios.MODE_FILE} ] || {{ echo "kernel has no {scenarios.MODE_FILE}" >&2; exit 4; }}
+[ -e {scenarios.HASH_FILE} ] || {{ echo "kernel has no {scenarios.HASH_FILE}" >&2; exit 4; }}
+[ "$(tr -d '[]' < {scenarios.MODE_FILE})" = "{' '.join(MODES)}" ] || {{
+    echo "kernel modes $(cat {scenarios.MODE_FILE}), soak plans for {' '.join(MODES)}" >&2; exit 4; }}
+# the plan, indexed by cycle (1..{cycles})
+plan_mode=({modes})
+plan_threads=({threads})
+plan_fault=({faults})
+{_hash_function()}
+
+memory_state() {{  # MemFree and SUnreclaim in kB, nr_memmap_pages (-1: not counted)
+    sync; echo 3 > /proc/sys/vm/drop_caches
+    local memmap
+    memmap=$(awk '$1 == "nr_memmap_pages" {{print $2}}' /proc/vmstat)
+    printf '"memfree_kb": %s, "sunreclaim_kb": %s, "memmap_pages": %s' \\
+        "$(awk '$1 == "MemFree:" {{print $2}}' /proc/meminfo)" \\
+        "$(awk '$1 == "SUnreclaim:" {{print $2}}' /proc/meminfo)" "${{memmap:--1}}"
+}}
+
+# Every allocation made under memmap_init_zone_device() fails while a fault is armed. Its
+# link-time range comes from the host's vmlinux; _text, near the top of /proc/kallsyms,
+# gives the KASLR offset (a whole read of kallsyms takes minutes in a TCG debug guest). A
+# range that missed the function would inject nothing, which evaluate() reports.
+inject={'1' if inject else '0'}
+if [ $inject = 1 ]; then
+    text=$(grep -m1 ' _text$' /proc/kallsyms | cut -d' ' -f1)
+    [ -n "$text" ] && [ "$text" != 0000000000000000 ] || {{ echo "no _text in /proc/kallsyms" >&2; exit 4; }}
+    start=$(printf '%x' $(( 0x$text - {symbols.text:#x} + {symbols.start:#x} )))
+    end=$(printf '%x' $(( 0x$text - {symbols.text:#x} + {symbols.end:#x} )))
+    for f in {' '.join(FAULT_KINDS)}; do
+        [ -e $D/$f/require-start ] || {{ echo "kernel has no $D/$f stack filter" >&2; exit 4; }}
+        echo 0x$start > $D/$f/require-start; echo 0x$end > $D/$f/require-end
+        echo 32 > $D/$f/stacktrace-depth; echo N > $D/$f/ignore-gfp-wait
+        echo 1 > $D/$f/verbose; echo 1 > $D/$f/interval; echo 0 > $D/$f/probability
+    done
+    echo N > $D/failslab/cache-filter
+    echo 0 > $D/fail_page_alloc/min-order
+    # kvmalloc() falls back to vmalloc(), whose pages are __GFP_HIGHMEM: fail them too
+    echo N > $D/fail_page_alloc/ignore-gfp-highmem
+fi
+arm() {{ [ "$1" = none ] || {{ echo {FAULT_BUDGET} > $D/$1/times; echo 100 > $D/$1/probability; }}; }}
+disarm() {{  # prints how many failures the armed fault injected
+    [ "$1" = none ] && {{ echo 0; return; }}
+    echo 0 > $D/$1/probability
+    echo $(( {FAULT_BUDGET} - $(cat $D/$1/times) ))
+}}
+
+hotplug_loop() {{
+    local n=0
+    while [ ! -e hotplug.stop ]; do
+        echo 0 > /sys/devices/system/cpu/cpu1/online && echo 1 > /sys/devices/system/cpu/cpu1/online \\
+            || {{ echo "cpu1 hotplug failed" >&2; echo failed > hotplug.count; return 1; }}
+        n=$((n + 1)); echo $n > hotplug.count
+        sleep 0.2
+    done
+}}
+rm -f hotplug.stop hotplug.count
+if {'true' if hotplug else 'false'}; then
+    [ -e /sys/devices/system/cpu/cpu1/online ] || {{ echo "cpu1 cannot be offlined" >&2; exit 4; }}
+    hotplug_loop & hotplug_pid=$!
+fi
+
+soak_scenario() {{
+    local name=$1 setup=$2 unbind=$3 bind=$4 i mode threads fault t0 t1 hash injected mem
+    echo "meminit-soak $name 0" > /dev/kmsg
+    if ! $setup > setup.out 2> setup.err; then
+        echo "setup failed: $setup" >&2; cat setup.err >&2; exit 3
+    fi
+    echo "{{\\"scenario\\": \\"$name\\", \\"cycle\\": 0, \\"hash\\": \\"$(memmap_hash_of $name)\\"}}" >> {SOAK_FILE}
+    if [ -e $D/kmemleak ]; then
+        # What the boot and the setup leaked is this scenario's too; then start afresh:
+        # clear only forgets reports, and an object is reported once a scan finds it
+        # unreferenced and 5 s old.
+        sleep 6; echo scan > $D/kmemleak; cat $D/kmemleak > kmemleak-$name.txt
+        echo clear > $D/kmemleak
+    fi
+    for i in $(seq 1 {cycles}); do
+        mode=${{plan_mode[$i]}} threads=${{plan_threads[$i]}} fault=${{plan_fault[$i]}}
+        echo "$mode" > {scenarios.MODE_FILE}
+        echo "$threads" > {scenarios.THREADS_FILE}
+        $unbind > /dev/null
+        mem=$(memory_state)
+        echo "meminit-soak $name $i" > /dev/kmsg
+        [ $inject = 1 ] && arm "$fault"
+        t0=$(date +%s%N)
+        if ! $bind > bind.out 2>&1; then
+            [ $inject = 1 ] && disarm "$fault" > /dev/null
+            echo "$name cycle $i ($mode, threads $threads, fault $fault): $bind failed" >&2
+            cat bind.out >&2; exit 6
+        fi
+        t1=$(date +%s%N)
+        injected=0; [ $inject = 1 ] && injected=$(disarm "$fault")
+        hash=$(memmap_hash_of $name)
+        echo "{{\\"scenario\\": \\"$name\\", \\"cycle\\": $i, \\"mode\\": \\"$mode\\", \\"threads\\": $threads, \\"fault\\": \\"$fault\\", \\"injected\\": $injected, \\"bind_ms\\": $(( (t1 - t0) / 1000000 )), \\"hash\\": \\"$hash\\", $mem}}" >> {SOAK_FILE}
+    done
+    $unbind > /dev/null
+    if [ -e $D/kmemleak ]; then
+        # an object is reported once two scans found it unreferenced and it is 5 s old
+        echo scan > $D/kmemleak; sleep 6; echo scan > $D/kmemleak
+        cat $D/kmemleak >> kmemleak-$name.txt
+    fi
+}}
+
+{chr(10).join(blocks)}
+touch hotplug.stop
+[ -z "${{hotplug_pid:-}}" ] || wait $hotplug_pid
+"""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One line of soak.jsonl: a cycle's request and what the guest saw; cycle 0 is setup."""
+
+    scenario: str
+    cycle: int
+    hash: str
+    mode: str = ""
+    threads: int = 0
+    fault: str = "none"
+    injected: int = 0
+    bind_ms: int = 0
+    memfree_kb: int = 0
+    sunreclaim_kb: int = 0
+    memmap_pages: int = -1
+
+
+def parse_records(text: str) -> list[Record]:
+    return [Record(**json.loads(line)) for line in text.splitlines() if line.strip()]
+
+
+@dataclass(frozen=True)
+class InitSeen:
+    """What the kernel's timing lines said about one cycle's bind (all its ranges)."""
+
+    modes: tuple[str, ...]
+    threads: int | None  # most threads any range used
+
+
+def parse_inits(dmesg: str) -> dict[tuple[str, int], InitSeen]:
+    """Timing lines attributed to the last `meminit-soak SCENARIO CYCLE` mark before them."""
+    seen: dict[tuple[str, int], InitSeen] = {}
+    current: tuple[str, int] | None = None
+    for line in dmesg.splitlines():
+        if m := _SOAK_MARK.search(line):
+            current = (m.group("scenario"), int(m.group("cycle")))
+            continue
+        m = scenarios.INIT_LINE.search(line)
+        if not m or current is None:
+            continue
+        prev = seen.get(current, InitSeen((), None))
+        modes = prev.modes + ((m.group("mode"),) if m.group("mode") else ())
+        threads = [t for t in (prev.threads, m.group("threads")) if t is not None]
+        seen[current] = InitSeen(tuple(dict.fromkeys(modes)), max(map(int, threads), default=None))
+    return seen
+
+
+_LEAK_COMM = re.compile(r'comm "(?P<comm>[^"]*)"')
+_FRAME = re.compile(r"^\s+(?P<function>[\w.]+)\+0x", re.MULTILINE)
+
+
+def classify_leaks(kmemleak: str) -> tuple[list[str], dict[str, int]]:
+    """Split a /sys/kernel/debug/kmemleak dump into reports not known from the base kernel
+    (each the report's text) and counts of known ones by reason."""
+    unknown: list[str] = []
+    known: dict[str, int] = {}
+    for report in re.split(r"(?=^unreferenced object )", kmemleak, flags=re.MULTILINE):
+        if not report.startswith("unreferenced object"):
+            continue
+        comm = m.group("comm") if (m := _LEAK_COMM.search(report)) else ""
+        frames = [f.group("function") for f in _FRAME.finditer(report)]
+        ours = any(marker in f for f in frames for marker in SERIES_FRAMES)
+        match = next((k for k in KNOWN_BASE_LEAKS if not ours and comm == k.comm
+                      and any(f in k.frames for f in frames)), None)
+        if match:
+            known[match.reason] = known.get(match.reason, 0) + 1
+        else:
+            unknown.append(report.strip())
+    return unknown, known
+
+
+@dataclass
+class ScenarioSoak:
+    scenario: str
+    cycles: int = 0
+    hash_mismatches: list[int] = field(default_factory=list)  # cycles unlike the setup bind
+    memfree_lost_kb: int = 0  # first cycle's MemFree minus the last's
+    sunreclaim_grown_kb: int = 0
+    memmap_grown_pages: int = 0
+    kmemleak_reports: int | None = None  # None: kmemleak not in the kernel
+    known_leaks: dict[str, int] = field(default_factory=dict)  # base kernel's, by reason
+    injected: dict[str, int] = field(default_factory=dict)  # fault kind -> failures injected
+    slowest: Record | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+def _expected_fallback(record: Record, init: InitSeen | None) -> str | None:
+    """A fault that hit must leave its trace in the timing line; what is wrong, if anything."""
+    if record.injected == 0 or init is None:
+        return None if record.injected == 0 else f"cycle {record.cycle}: no timing line"
+    if record.fault == "fail_page_alloc" and init.modes != ("slow",):
+        return (f"cycle {record.cycle}: fail_page_alloc failed {record.injected} allocations "
+                f"but the init ran {','.join(init.modes)}, not the slow path")
+    if record.fault == "failslab" and init.threads != 1:
+        return (f"cycle {record.cycle}: failslab failed the helpers' array but the init ran "
+                f"{init.threads} threads")
+    return None
+
+
+def evaluate(name: str, records: list[Record], inits: dict[tuple[str, int], InitSeen],
+             cycles: int, kmemleak: str | None) -> ScenarioSoak:
+    """Check one scenario's cycles: all ran, same struct pages as the setup bind, no memory
+    lost, every armed fault injected and was survived through its fallback."""
+    out = ScenarioSoak(name)
+    mine = [r for r in records if r.scenario == name]
+    setup = next((r for r in mine if r.cycle == 0), None)
+    done = sorted((r for r in mine if r.cycle > 0), key=lambda r: r.cycle)
+    out.cycles = len(done)
+    if setup is None or out.cycles != cycles:
+        out.problems.append(f"{out.cycles} of {cycles} cycles ran")
+    if not done:
+        return out
+    reference = setup.hash if setup else done[0].hash
+    out.hash_mismatches = [r.cycle for r in done if r.hash != reference]
+    if out.hash_mismatches:
+        out.problems.append(f"struct pages differ from the setup bind in cycles {out.hash_mismatches}")
+    first, last = done[0], done[-1]
+    out.memfree_lost_kb = first.memfree_kb - last.memfree_kb
+    out.sunreclaim_grown_kb = last.sunreclaim_kb - first.sunreclaim_kb
+    out.memmap_grown_pages = last.memmap_pages - first.memmap_pages
+    for what, value, limit, unit in (
+            ("MemFree lost", out.memfree_lost_kb, MEMFREE_TOLERANCE_KB, "kB"),
+            ("SUnreclaim grew", out.sunreclaim_grown_kb, SUNRECLAIM_TOLERANCE_KB, "kB"),
+            ("nr_memmap_pages grew", out.memmap_grown_pages, MEMMAP_TOLERANCE_PAGES, "pages")):
+        if value > limit:
+            out.problems.append(f"{what} {value} {unit} from cycle 1 to {last.cycle} "
+                                f"(tolerance {limit} {unit})")
+    for kind in FAULT_KINDS:
+        armed = [r for r in done if r.fault == kind]
+        if armed:
+            out.injected[kind] = sum(r.injected for r in armed)
+            if not out.injected[kind]:
+                out.problems.append(f"{kind} was armed in cycles {[r.cycle for r in armed]} but "
+                                    "failed nothing: the fallback was not exercised")
+    for r in done:
+        if problem := _expected_fallback(r, inits.get((name, r.cycle))):
+            out.problems.append(problem)
+    out.slowest = max(done, key=lambda r: r.bind_ms)
+    if kmemleak is not None:
+        unknown, out.known_leaks = classify_leaks(kmemleak)
+        out.kmemleak_reports = len(unknown)
+        if unknown:
+            out.problems.append(f"kmemleak reports {len(unknown)} unreferenced objects the base "
+                                f"kernel does not leak; the first:\n{unknown[0]}")
+    return out
+
+
+def render(results: list[ScenarioSoak], hotplug: str, splats: list[str]) -> str:
+    header = ["scenario", "cycles", "hash mismatches", "MemFree lost", "SUnreclaim grew",
+              "memmap grew", "kmemleak", "faults injected", "slowest bind"]
+    rows = []
+    known: dict[str, int] = {}
+    for r in results:
+        for reason, count in r.known_leaks.items():
+            known[reason] = known.get(reason, 0) + count
+        faults = ", ".join(f"{k} {v}" for k, v in r.injected.items()) or "-"
+        slowest = (f"{r.slowest.bind_ms} ms (cycle {r.slowest.cycle}, {r.slowest.mode}, "
+                   f"threads {r.slowest.threads})" if r.slowest else "-")
+        rows.append([r.scenario, str(r.cycles), str(len(r.hash_mismatches)),
+                     f"{r.memfree_lost_kb} kB", f"{r.sunreclaim_grown_kb} kB",
+                     f"{r.memmap_grown_pages} pages",
+                     "-" if r.kmemleak_reports is None else str(r.kmemleak_reports), faults, slowest])
+    lines = [report.render_table(header, rows), "",
+             f"CPU 1 hotplug cycles during the soak: {hotplug}",
+             f"splats (BUG, WARNING, lockdep, sleeping in atomic, UBSAN): {len(splats)}"]
+    lines += [f"kmemleak also reported {count} objects the base kernel leaks: {reason}"
+              for reason, count in known.items()]
+    lines += [f"  {s}" for s in splats[:10]]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class SoakRequest:
+    scenarios: list[str]
+    cycles: int = DEFAULT_CYCLES
+    pmem_size: int = DEFAULT_PMEM
+    hotplug: bool = True
+    inject: bool = True
+    accel: str = "auto"
+    cpus: int = 2
+    append: list[str] = field(default_factory=list)
+    timeout_s: int = 7200
+
+
+@dataclass
+class SoakOutcome:
+    run_dir: Path
+    results: list[ScenarioSoak]
+    hotplug: str
+    splats: list[str]
+    table: str
+
+    @property
+    def problems(self) -> list[str]:
+        out = [f"{r.scenario}: {p}" for r in self.results for p in r.problems]
+        out += [f"splat: {s}" for s in self.splats]
+        if self.hotplug == "failed":
+            out.append("offlining or onlining CPU 1 failed")
+        return out
+
+
+def soak(kernel: build.Kernel, request: SoakRequest, run_dir: Path) -> SoakOutcome:
+    """Boot `kernel` once, run the cycles, check them; raises only if the guest failed."""
+    if request.hotplug and request.cpus < 2:
+        raise MeminitError("the soak's CPU hotplug loop needs at least 2 guest CPUs (--no-hotplug)")
+    script = run_dir / "soak.sh"
+    symbols = fault_range(kernel.out / "vmlinux") if request.inject else None
+    script.write_text(guest_script(request.scenarios, request.cycles, request.hotplug,
+                                   request.inject, symbols))
+    uses_pmem = any(scenarios.SCENARIOS[n].uses_pmem for n in request.scenarios)
+    memory, params = vm.DEFAULT_MEMORY, []
+    if uses_pmem:
+        memory, memmap = vm.pmem_layout(request.pmem_size, None)
+        params = [memmap]
+    # the test guest's topology: the pmem on a node with memory and no CPUs
+    spec = vm.BootSpec(image=kernel.image, name="soak", script=f"bash {shlex.quote(str(script))}",
+                       memory_bytes=memory, cpus=request.cpus,
+                       numa=vm.numa_pmem_layout(memory, request.cpus),
+                       append=[*params, scenarios.SKIP_KUNIT, *request.append],
+                       timeout_s=request.timeout_s, leaks_judged_by_caller=True)
+    result = scenarios.boot_script(spec, run_dir, request.accel)
+    records = parse_records((run_dir / SOAK_FILE).read_text())
+    inits = parse_inits(result.dmesg.read_text(errors="replace"))
+    results = []
+    for name in request.scenarios:
+        leak_file = run_dir / f"kmemleak-{name}.txt"
+        results.append(evaluate(name, records, inits, request.cycles,
+                                leak_file.read_text() if leak_file.exists() else None))
+    count = run_dir / "hotplug.count"
+    hotplug = count.read_text().strip() if count.exists() else ("0" if request.hotplug else "off")
+    splats = vm.kernel_failures(result.console.read_text(errors="replace"), leaks=False)
+    return SoakOutcome(run_dir, results, hotplug, splats, render(results, hotplug, splats))
+
+
+def run(request: SoakRequest, jobs: int | None = None) -> SoakOutcome:
+    deps.ensure(deps.GUEST)
+    kernel = build.build_variants(["debug"], jobs=jobs)["debug"]
+    run_dir = report.new_run_dir("soak")
+    accel = vm.resolve_accel(request.accel, kernel.image, run_dir)
+    request = SoakRequest(**{**request.__dict__, "accel": accel})
+    outcome = soak(kernel, request, run_dir)
+    report.write_json(run_dir, {
+        "kind": "soak", "accel": accel, "kernel": kernel.release, "cycles": request.cycles,
+        "pmem_size": vm.format_size(request.pmem_size), "guest_cpus": request.cpus,
+        "hotplug": outcome.hotplug, "fault_injection": request.inject,
+        "source_version": source.source_version(), "series_commit": source.series_commit(),
+        "tolerances": {"memfree_kb": MEMFREE_TOLERANCE_KB, "sunreclaim_kb": SUNRECLAIM_TOLERANCE_KB,
+                       "memmap_pages": MEMMAP_TOLERANCE_PAGES},
+        "scenarios": [{**r.__dict__, "slowest": r.slowest.__dict__ if r.slowest else None}
+                      for r in outcome.results],
+        "splats": outcome.splats, "problems": outcome.problems,
+    })
+    print(outcome.table)
+    print(f"results: {run_dir / 'result.json'}", file=sys.stderr)
+    return outcome
+
+
+def _cmd_soak(args: argparse.Namespace) -> int:
+    request = SoakRequest(scenarios=args.scenario or list(scenarios.SCENARIOS), cycles=args.cycles,
+                          pmem_size=args.pmem_size, hotplug=not args.no_hotplug,
+                          inject=not args.no_faults, accel=args.accel, cpus=args.cpus,
+                          append=args.append, timeout_s=args.timeout)
+    outcome = run(request, args.jobs)
+    if outcome.problems:
+        raise MeminitError("soak failed:\n  " + "\n  ".join(outcome.problems))
+    print("soak passed")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("soak", help="bind/unbind cycles on the debug kernel: same struct pages, "
+                                    "no splat, no leak, CPU hotplug and injected faults survived")
+    p.add_argument("--cycles", type=int, default=DEFAULT_CYCLES,
+                   help=f"cycles per scenario (default {DEFAULT_CYCLES}; the test command runs {SHORT_CYCLES})")
+    p.add_argument("--scenario", action="append", choices=list(scenarios.SCENARIOS),
+                   help="scenario to soak (repeatable; default: all of them)")
+    p.add_argument("--pmem-size", type=vm.parse_size, default=DEFAULT_PMEM,
+                   help=f"emulated pmem size (default {vm.format_size(DEFAULT_PMEM)})")
+    p.add_argument("--no-hotplug", action="store_true", help="do not offline/online CPU 1 meanwhile")
+    p.add_argument("--no-faults", action="store_true", help="do not inject allocation failures")
+    p.add_argument("--timeout", type=int, default=7200, help="guest timeout in seconds")
+    p.add_argument("-j", "--jobs", type=int, help="kernel build jobs (default: CPUs)")
+    p.add_argument("--accel", choices=["auto", "kvm", "tcg"], default="auto",
+                   help="QEMU accelerator (default: KVM if a trial guest boots, else TCG)")
+    p.add_argument("--cpus", type=int, default=2, help="guest CPUs (default 2)")
+    p.add_argument("--append", action="append", default=[], metavar="PARAM",
+                   help="extra kernel parameter (repeatable)")
+    p.set_defaults(func=_cmd_soak)
