@@ -11,15 +11,23 @@ from meminit import soak
 from meminit.errors import MeminitError
 
 
+HASH = "653a8b069e4fd692"
+
+
 def records(name: str, cycles: int, **changes: dict) -> list[soak.Record]:
-    """A healthy soak of `cycles` cycles; changes[cycle] overrides fields of that cycle."""
-    out = [soak.Record(name, 0, "h")]
+    """A healthy soak of `cycles` cycles; changes[cycle] overrides fields of that cycle
+    ("0": setup, "-1": the reading after the last unbind)."""
+    out = [soak.Record(name, 0, changes.get("0", {}).get("hash", HASH))]
     for cycle, c in enumerate(soak.plan(cycles, inject=True), 1):
-        fields = dict(scenario=name, cycle=cycle, hash="h", mode=c.mode, threads=c.threads,
+        fields = dict(scenario=name, cycle=cycle, hash=HASH, mode=c.mode, threads=c.threads,
                       fault=c.fault, injected=3 if c.fault != "none" else 0, bind_ms=10 + cycle,
                       memfree_kb=1_000_000, sunreclaim_kb=50_000, memmap_pages=4096)
         fields.update(changes.get(str(cycle), {}))
         out.append(soak.Record(**fields))
+    final = dict(scenario=name, cycle=soak.FINAL_CYCLE, hash="", memfree_kb=1_000_000,
+                 sunreclaim_kb=50_000, memmap_pages=4096)
+    final.update(changes.get("-1", {}))
+    out.append(soak.Record(**final))
     return out
 
 
@@ -38,8 +46,14 @@ def test_plan_rotates_modes_and_threads_and_arms_faults_only_where_they_can_hit(
     assert [c.mode for c in cycles[:5]] == ["slow", "template", "streaming", "auto", "slow"]
     assert [c.threads for c in cycles[::4]] == [2, 1, 0, 2, 1, 0]
     armed = [(i, c) for i, c in enumerate(cycles, 1) if c.fault != "none"]
-    assert armed and all(i % soak.FAULT_EVERY == 0 and c.mode != "slow" for i, c in armed)
+    assert armed and all(c.mode != "slow" for i, c in armed)
     assert all((c.fault == "failslab") == (c.threads == 2) for _, c in armed)
+    # within three rotations each fault meets every fast mode, fail_page_alloc both
+    # thread settings it can meet
+    met = {(c.fault, c.mode, c.threads) for c in soak.plan(3 * soak.ROTATION, inject=True)}
+    for mode in soak.MODES[1:]:
+        assert ("failslab", mode, 2) in met
+        assert ("fail_page_alloc", mode, 1) in met or ("fail_page_alloc", mode, 0) in met
     # the test command's short soak arms both kinds
     assert {c.fault for c in soak.plan(soak.SHORT_CYCLES, True)} >= set(soak.FAULT_KINDS)
     assert {c.fault for c in soak.plan(24, inject=False)} == {"none"}
@@ -104,10 +118,25 @@ def test_each_defect_is_reported():
                              cycles, kmemleak).problems
 
     assert "cycles [7]" in problems({"7": {"hash": "other"}})[0]
-    assert "MemFree lost" in problems({"12": {"memfree_kb": 1_000_000 - soak.MEMFREE_TOLERANCE_KB - 1}})[0]
-    assert "SUnreclaim grew" in problems({"12": {"sunreclaim_kb": 50_000 + soak.SUNRECLAIM_TOLERANCE_KB + 1}})[0]
-    assert "nr_memmap_pages grew" in problems({"12": {"memmap_pages": 4097}})[0]
+    assert "MemFree lost" in problems({str(c): {"memfree_kb": 1_000_000 - soak.MEMFREE_TOLERANCE_KB - 1}
+                                       for c in (11, 12, -1)})[0]
+    assert "SUnreclaim grew" in problems({str(c): {"sunreclaim_kb": 50_000 + soak.SUNRECLAIM_TOLERANCE_KB + 1}
+                                          for c in (10, 11, 12)})[0]
+    assert "nr_memmap_pages grew" in problems({"12": {"memmap_pages": 4097}, "-1": {"memmap_pages": 4097}})[0]
     assert "failed nothing" in problems({"3": {"injected": 0}})[0]
+    # one armed cycle that failed nothing, among others that did
+    assert "cycle 6: fail_page_alloc was armed but failed nothing" in problems({"6": {"injected": 0}})[0]
+    assert "no struct page hash read in cycles [0, 5]" in "\n".join(problems({"0": {"hash": ""}, "5": {"hash": ""}}))
+    # a leak after the last bind shows in the final reading; one odd reading does not fail
+    assert "SUnreclaim grew" in problems({"11": {"sunreclaim_kb": 60_000}, "12": {"sunreclaim_kb": 60_000},
+                                          "-1": {"sunreclaim_kb": 60_000}})[0]
+    assert problems({"12": {"sunreclaim_kb": 60_000}}) == []
+    assert problems({"1": {"sunreclaim_kb": 40_000, "memfree_kb": 900_000}}) == []
+    seen = inits("x", 12)
+    for cycle, c in enumerate(soak.plan(12, True), 1):
+        if c.threads == 2:
+            seen[("x", cycle)] = soak.InitSeen((c.mode,), 1)
+    assert "proves no fallback" in problems({}, seen=seen)[0]
     seen = inits("x", 12)
     seen[("x", 6)] = soak.InitSeen(("template",), 1)
     assert "not the slow path" in problems({}, seen=seen)[0]

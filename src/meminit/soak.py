@@ -21,6 +21,7 @@ import argparse
 import json
 import re
 import shlex
+import statistics
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ MODES = ("slow", "template", "streaming", "auto")  # the series' memmap_init_mod
 THREAD_SETTINGS = (2, 1, 0)  # two threads, one, the kernel's automatic choice
 FAULT_KINDS = ("failslab", "fail_page_alloc")
 FAULT_EVERY = 3
+ROTATION = len(MODES) * len(THREAD_SETTINGS)  # cycles before a (mode, threads) pair recurs
 FAULT_BUDGET = 100000  # the `times` a fault attribute gets; what it has left tells the count
 # With the device unbound and caches dropped, what may differ from the first cycle: page
 # allocator and slab caches, kmemleak's own objects and per-CPU lists move by a few MiB
@@ -68,6 +70,8 @@ KNOWN_BASE_LEAKS = (
 SERIES_FRAMES = ("memmap_init", "memremap_pages", "zone_device_page", "pagemap_range")
 
 SOAK_FILE = "soak.jsonl"
+FINAL_CYCLE = -1  # soak.jsonl: the memory reading after the last unbind
+HASH = re.compile(r"(?:[0-9a-f]{16})+")  # memmap_hash: 16 hex digits per range
 _SOAK_MARK = re.compile(r"meminit-soak (?P<scenario>[\w-]+) (?P<cycle>\d+)")
 
 
@@ -84,13 +88,16 @@ def plan(cycles: int, inject: bool) -> list[Cycle]:
     """Cycle i (from 1) takes the modes in turn, each thread setting for a turn of the
     modes, and every FAULT_EVERY-th cycle that asks for a fast mode arms a fault: failslab
     where two threads are asked for (the helpers' array is the slab allocation), else
-    fail_page_alloc (the template blocks)."""
+    fail_page_alloc (the template blocks). The armed cycles move by one in each rotation
+    of (mode, threads) pairs, so that within three rotations each fault meets every fast
+    mode (tests/test_soak.py checks it)."""
     out = []
     for i in range(1, cycles + 1):
         mode = MODES[(i - 1) % len(MODES)]
         threads = THREAD_SETTINGS[((i - 1) // len(MODES)) % len(THREAD_SETTINGS)]
+        rotation = (i - 1) // ROTATION
         fault = "none"
-        if inject and i % FAULT_EVERY == 0 and mode != "slow":
+        if inject and (i + rotation) % FAULT_EVERY == 0 and mode != "slow":
             fault = "failslab" if threads == 2 else "fail_page_alloc"
         out.append(Cycle(mode, threads, fault))
     return out
@@ -99,7 +106,7 @@ def plan(cycles: int, inject: bool) -> list[Cycle]:
 def _hash_function() -> str:
     """Bash: memmap_hash_of SCENARIO prints the hash of the bound range's struct pages."""
     return f"""memmap_hash_of() {{
-    local ranges range start end pages out=""
+    local ranges range start end pages hash out=""
     case "$1" in
     device-private) ranges=$(grep -F hmm_dmirror /proc/iomem) ;;
     # devdax maps the dax0.0 range (inside the namespace), fsdax the namespace itself
@@ -112,11 +119,15 @@ def _hash_function() -> str:
         if [ "$1" != device-private ]; then
             # with an altmap the first PFNs hold the memmap and are not initialised
             pages=$(dmesg | grep -o 'memmap_init_zone_device initialised [0-9]* pages' | tail -1 | awk '{{print $3}}')
+            [ -n "$pages" ] || {{ echo "no timing line for $1 in dmesg" >&2; return 5; }}
             start=$(( end - pages ))
         fi
         echo "$start $(( end - start ))" > {scenarios.HASH_FILE} || {{
             echo "memmap_hash refused PFNs $start-$end (range $range)" >&2; return 5; }}
-        out="$out$(cat {scenarios.HASH_FILE})"
+        # $(...) ignores set -e: a failed or empty read must fail here, not hash as ""
+        hash=$(cat {scenarios.HASH_FILE}) && [ -n "$hash" ] || {{
+            echo "reading {scenarios.HASH_FILE} for PFNs $start-$end failed" >&2; return 5; }}
+        out="$out$hash"
     done
     echo "$out"
 }}"""
@@ -181,12 +192,15 @@ plan_fault=({faults})
 {_hash_function()}
 
 memory_state() {{  # MemFree and SUnreclaim in kB, nr_memmap_pages (-1: not counted)
-    sync; echo 3 > /proc/sys/vm/drop_caches
+    # twice, apart: frees the first drop leaves to RCU and workqueues land before reading
+    sync; echo 3 > /proc/sys/vm/drop_caches; sleep 2; echo 3 > /proc/sys/vm/drop_caches
     local memmap
     memmap=$(awk '$1 == "nr_memmap_pages" {{print $2}}' /proc/vmstat)
+    local memfree sunreclaim
+    memfree=$(awk '$1 == "MemFree:" {{print $2}}' /proc/meminfo)
+    sunreclaim=$(awk '$1 == "SUnreclaim:" {{print $2}}' /proc/meminfo)
     printf '"memfree_kb": %s, "sunreclaim_kb": %s, "memmap_pages": %s' \\
-        "$(awk '$1 == "MemFree:" {{print $2}}' /proc/meminfo)" \\
-        "$(awk '$1 == "SUnreclaim:" {{print $2}}' /proc/meminfo)" "${{memmap:--1}}"
+        "${{memfree:--1}}" "${{sunreclaim:--1}}" "${{memmap:--1}}"
 }}
 
 # Every allocation made under memmap_init_zone_device() fails while a fault is armed. Its
@@ -238,7 +252,8 @@ soak_scenario() {{
     if ! $setup > setup.out 2> setup.err; then
         echo "setup failed: $setup" >&2; cat setup.err >&2; exit 3
     fi
-    echo "{{\\"scenario\\": \\"$name\\", \\"cycle\\": 0, \\"hash\\": \\"$(memmap_hash_of $name)\\"}}" >> {SOAK_FILE}
+    hash=$(memmap_hash_of $name)
+    echo "{{\\"scenario\\": \\"$name\\", \\"cycle\\": 0, \\"hash\\": \\"$hash\\"}}" >> {SOAK_FILE}
     if [ -e $D/kmemleak ]; then
         # What the boot and the setup leaked is this scenario's too; then start afresh:
         # clear only forgets reports, and an object is reported once a scan finds it
@@ -266,16 +281,20 @@ soak_scenario() {{
         echo "{{\\"scenario\\": \\"$name\\", \\"cycle\\": $i, \\"mode\\": \\"$mode\\", \\"threads\\": $threads, \\"fault\\": \\"$fault\\", \\"injected\\": $injected, \\"bind_ms\\": $(( (t1 - t0) / 1000000 )), \\"hash\\": \\"$hash\\", $mem}}" >> {SOAK_FILE}
     done
     $unbind > /dev/null
+    # after the last bind: what it and the final unbind left is counted too
+    echo "{{\\"scenario\\": \\"$name\\", \\"cycle\\": -1, \\"hash\\": \\"\\", $(memory_state)}}" >> {SOAK_FILE}
     if [ -e $D/kmemleak ]; then
         # an object is reported once two scans found it unreferenced and it is 5 s old
         echo scan > $D/kmemleak; sleep 6; echo scan > $D/kmemleak
         cat $D/kmemleak >> kmemleak-$name.txt
+        echo clear > $D/kmemleak  # the next scenario's dump must not list these again
     fi
 }}
 
 {chr(10).join(blocks)}
 touch hotplug.stop
-[ -z "${{hotplug_pid:-}}" ] || wait $hotplug_pid
+# a failed loop wrote "failed" to hotplug.count: the host reports it with the cycles
+[ -z "${{hotplug_pid:-}}" ] || wait $hotplug_pid || true
 """
 
 
@@ -366,9 +385,15 @@ class ScenarioSoak:
 
 
 def _expected_fallback(record: Record, init: InitSeen | None) -> str | None:
-    """A fault that hit must leave its trace in the timing line; what is wrong, if anything."""
-    if record.injected == 0 or init is None:
-        return None if record.injected == 0 else f"cycle {record.cycle}: no timing line"
+    """An armed fault must fail something and leave its fallback in the timing line; what
+    is wrong, if anything."""
+    if record.fault == "none":
+        return None
+    if record.injected == 0:
+        return (f"cycle {record.cycle}: {record.fault} was armed but failed nothing: "
+                "the fallback was not exercised")
+    if init is None:
+        return f"cycle {record.cycle}: no timing line"
     if record.fault == "fail_page_alloc" and init.modes != ("slow",):
         return (f"cycle {record.cycle}: fail_page_alloc failed {record.injected} allocations "
                 f"but the init ran {','.join(init.modes)}, not the slow path")
@@ -395,24 +420,45 @@ def evaluate(name: str, records: list[Record], inits: dict[tuple[str, int], Init
     out.hash_mismatches = [r.cycle for r in done if r.hash != reference]
     if out.hash_mismatches:
         out.problems.append(f"struct pages differ from the setup bind in cycles {out.hash_mismatches}")
-    first, last = done[0], done[-1]
-    out.memfree_lost_kb = first.memfree_kb - last.memfree_kb
-    out.sunreclaim_grown_kb = last.sunreclaim_kb - first.sunreclaim_kb
-    out.memmap_grown_pages = last.memmap_pages - first.memmap_pages
+    malformed = [r.cycle for r in [*([setup] if setup else []), *done] if not HASH.fullmatch(r.hash)]
+    if malformed:
+        out.problems.append(f"no struct page hash read in cycles {malformed} (0: setup)")
+    # Read with the device unbound before each bind and once after the last unbind. The
+    # first reading still carries the setup's deferred frees (5-10 MiB of slab and MemFree
+    # under TCG), so the reference is the median of the next three; the end, the median
+    # of the last three: one reading that a deferred free happens to move cannot fail it.
+    final = next((r for r in mine if r.cycle == FINAL_CYCLE), None)
+    samples = [*done, *([final] if final else [])]
+    if len(samples) >= 5:
+        samples = samples[1:]
+    begin, end = samples[:3], samples[-3:]
+
+    def median(values: list[int]) -> int:
+        return int(statistics.median(values))
+
+    out.memfree_lost_kb = (median([r.memfree_kb for r in begin])
+                           - median([r.memfree_kb for r in end]))
+    out.sunreclaim_grown_kb = (median([r.sunreclaim_kb for r in end])
+                               - median([r.sunreclaim_kb for r in begin]))
+    out.memmap_grown_pages = (median([r.memmap_pages for r in end])
+                              - median([r.memmap_pages for r in begin]))
+    span = f"cycles {begin[0].cycle}-{begin[-1].cycle} to the last three readings"
     for what, value, limit, unit in (
             ("MemFree lost", out.memfree_lost_kb, MEMFREE_TOLERANCE_KB, "kB"),
             ("SUnreclaim grew", out.sunreclaim_grown_kb, SUNRECLAIM_TOLERANCE_KB, "kB"),
             ("nr_memmap_pages grew", out.memmap_grown_pages, MEMMAP_TOLERANCE_PAGES, "pages")):
         if value > limit:
-            out.problems.append(f"{what} {value} {unit} from cycle 1 to {last.cycle} "
-                                f"(tolerance {limit} {unit})")
+            out.problems.append(f"{what} {value} {unit} from {span} (tolerance {limit} {unit})")
     for kind in FAULT_KINDS:
         armed = [r for r in done if r.fault == kind]
         if armed:
             out.injected[kind] = sum(r.injected for r in armed)
-            if not out.injected[kind]:
-                out.problems.append(f"{kind} was armed in cycles {[r.cycle for r in armed]} but "
-                                    "failed nothing: the fallback was not exercised")
+    if out.injected.get("failslab"):
+        # one thread after failslab proves the fallback only if two threads ran unarmed
+        unarmed = [inits.get((name, r.cycle)) for r in done if r.fault == "none" and r.threads == 2]
+        if not any(seen and seen.threads == 2 for seen in unarmed):
+            out.problems.append("no unarmed 2-thread cycle ran 2 threads, so one thread under "
+                                "failslab proves no fallback")
     for r in done:
         if problem := _expected_fallback(r, inits.get((name, r.cycle))):
             out.problems.append(problem)
@@ -497,7 +543,8 @@ def soak(kernel: build.Kernel, request: SoakRequest, run_dir: Path) -> SoakOutco
     spec = vm.BootSpec(image=kernel.image, name="soak", script=f"bash {shlex.quote(str(script))}",
                        memory_bytes=memory, cpus=request.cpus,
                        numa=vm.numa_pmem_layout(memory, request.cpus),
-                       append=[*params, scenarios.SKIP_KUNIT, *request.append],
+                       # every mark and timing line of a 100-cycle soak must stay in dmesg
+                       append=[*params, scenarios.SKIP_KUNIT, "log_buf_len=16M", *request.append],
                        timeout_s=request.timeout_s, leaks_judged_by_caller=True)
     result = scenarios.boot_script(spec, run_dir, request.accel)
     records = parse_records((run_dir / SOAK_FILE).read_text())
