@@ -11,8 +11,9 @@ Around them the guest:
 - in some cycles makes every allocation under memmap_init_zone_device() fail
   (failslab or fail_page_alloc, filtered by call stack to that function): the range
   must still come up, through one thread or the slow path, with the same struct pages;
-- scans kmemleak after each scenario.
-The host then checks every cycle against the first (see evaluate()).
+- scans kmemleak after each scenario's setup and after its cycles.
+The host then checks every cycle against the setup bind and the memory readings of the
+last cycles against those of the first (see evaluate()).
 """
 
 from __future__ import annotations
@@ -48,7 +49,6 @@ FAULT_BUDGET = 100000  # the `times` a fault attribute gets; what it has left te
 MEMFREE_TOLERANCE_KB = 32 << 10
 SUNRECLAIM_TOLERANCE_KB = 2 << 10
 MEMMAP_TOLERANCE_PAGES = 0
-
 
 
 @dataclass(frozen=True)
@@ -147,9 +147,8 @@ def fault_range(vmlinux: Path) -> FaultRange:
     nm = subprocess.run(["nm", "-S", "--defined-only", str(vmlinux)], capture_output=True, text=True)
     if nm.returncode != 0:
         raise MeminitError(f"nm {vmlinux} failed: {nm.stderr.strip()}")
-    out = nm.stdout
     symbols = {}
-    for line in out.splitlines():
+    for line in nm.stdout.splitlines():
         fields = line.split()
         if fields[-1] in ("_text", "memmap_init_zone_device"):
             symbols[fields[-1]] = fields
@@ -374,7 +373,7 @@ class ScenarioSoak:
     scenario: str
     cycles: int = 0
     hash_mismatches: list[int] = field(default_factory=list)  # cycles unlike the setup bind
-    memfree_lost_kb: int = 0  # first cycle's MemFree minus the last's
+    memfree_lost_kb: int = 0  # median MemFree of cycles 2-4 minus that of the last readings
     sunreclaim_grown_kb: int = 0
     memmap_grown_pages: int = 0
     kmemleak_reports: int | None = None  # None: kmemleak not in the kernel
@@ -433,15 +432,14 @@ def evaluate(name: str, records: list[Record], inits: dict[tuple[str, int], Init
         samples = samples[1:]
     begin, end = samples[:3], samples[-3:]
 
-    def median(values: list[int]) -> int:
-        return int(statistics.median(values))
+    def grown(counter: str) -> int:
+        def median(readings: list[Record]) -> int:
+            return int(statistics.median(getattr(r, counter) for r in readings))
+        return median(end) - median(begin)
 
-    out.memfree_lost_kb = (median([r.memfree_kb for r in begin])
-                           - median([r.memfree_kb for r in end]))
-    out.sunreclaim_grown_kb = (median([r.sunreclaim_kb for r in end])
-                               - median([r.sunreclaim_kb for r in begin]))
-    out.memmap_grown_pages = (median([r.memmap_pages for r in end])
-                              - median([r.memmap_pages for r in begin]))
+    out.memfree_lost_kb = -grown("memfree_kb")
+    out.sunreclaim_grown_kb = grown("sunreclaim_kb")
+    out.memmap_grown_pages = grown("memmap_pages")
     span = f"cycles {begin[0].cycle}-{begin[-1].cycle} to the last three readings"
     for what, value, limit, unit in (
             ("MemFree lost", out.memfree_lost_kb, MEMFREE_TOLERANCE_KB, "kB"),
