@@ -121,6 +121,40 @@ def hash_mismatch(hashes: dict[str, list[str]]) -> str | None:
     return "; ".join(f"{v}: {' '.join(sorted(set(hs)))}" for v, hs in hashes.items())
 
 
+def memmap_hash_function() -> str:
+    """Bash: memmap_hash_of SCENARIO prints the hash of the bound range's struct pages.
+
+    One 16-hex-digit hash per range (device-private may map several), from the TEST ONLY
+    memmap_hash debugfs file (patch 16); returns 5, saying why on stderr, when it cannot.
+    """
+    return f"""memmap_hash_of() {{
+    local ranges range start end pages hash out=""
+    case "$1" in
+    device-private) ranges=$(grep -F hmm_dmirror /proc/iomem) ;;
+    # devdax maps the dax0.0 range (inside the namespace), fsdax the namespace itself
+    *) ranges=$(grep -m1 -F 'dax0.0' /proc/iomem || grep -m1 -F 'namespace0.0' /proc/iomem) ;;
+    esac
+    [ -n "$ranges" ] || {{ echo "no range of $1 in /proc/iomem" >&2; cat /proc/iomem >&2; return 5; }}
+    for range in $(echo "$ranges" | tr -d ' ' | cut -d: -f1); do
+        start=$(( 0x${{range%-*}} >> 12 ))
+        end=$(( (0x${{range#*-}} + 1) >> 12 ))
+        if [ "$1" != device-private ]; then
+            # with an altmap the first PFNs hold the memmap and are not initialised
+            pages=$(dmesg | grep -o 'memmap_init_zone_device initialised [0-9]* pages' | tail -1 | awk '{{print $3}}')
+            [ -n "$pages" ] || {{ echo "no timing line for $1 in dmesg" >&2; return 5; }}
+            start=$(( end - pages ))
+        fi
+        echo "$start $(( end - start ))" > {HASH_FILE} || {{
+            echo "memmap_hash refused PFNs $start-$end (range $range)" >&2; cat /proc/iomem >&2; return 5; }}
+        # $(...) ignores set -e: a failed or empty read must fail here, not hash as ""
+        hash=$(cat {HASH_FILE}) && [ -n "$hash" ] || {{
+            echo "reading {HASH_FILE} for PFNs $start-$end failed" >&2; return 5; }}
+        out="$out$hash"
+    done
+    echo "$out"
+}}"""
+
+
 def guest_script(scenario: Scenario, variants: list[str], rebinds: int, threads: int | None = None) -> str:
     """Bash run in the guest; its files land in the shared run directory (the cwd)."""
     return f"""#!/bin/bash
@@ -142,19 +176,12 @@ if [ -n "$threads" ] && [ -e {MODE_FILE} ]; then
     [ -e {THREADS_FILE} ] || {{ echo "kernel has no {THREADS_FILE}" >&2; exit 4; }}
     echo "$threads" > {THREADS_FILE}
 fi
+{memmap_hash_function()}
 hash_memmap() {{
     [ -e {HASH_FILE} ] && {'true' if scenario.uses_pmem else 'false'} || return 0
-    local range start end pages
-    # devdax maps the dax0.0 range (inside the namespace), fsdax the namespace itself
-    range=$(grep -m1 -F 'dax0.0' /proc/iomem || grep -m1 -F 'namespace0.0' /proc/iomem)
-    range=$(echo "$range" | tr -d ' ' | cut -d: -f1)
-    end=$(( (0x${{range#*-}} + 1) >> 12 ))
-    pages=$(dmesg | grep -o 'memmap_init_zone_device initialised [0-9]* pages' | tail -1 | awk '{{print $3}}')
-    start=$(( end - pages ))
-    if ! echo "$start $pages" > {HASH_FILE}; then
-        echo "memmap_hash refused PFNs $start+$pages (range $range)" >&2; cat /proc/iomem >&2; exit 5
-    fi
-    echo "{MARK}-hash $1 $2 $(cat {HASH_FILE})" >> hashes.txt
+    local hash
+    hash=$(memmap_hash_of {scenario.name}) || exit 5
+    echo "{MARK}-hash $1 $2 $hash" >> hashes.txt
 }}
 # The first bind runs in the kernel's default mode (the bracketed one), or "default".
 first=default

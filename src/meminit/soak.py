@@ -103,36 +103,6 @@ def plan(cycles: int, inject: bool) -> list[Cycle]:
     return out
 
 
-def _hash_function() -> str:
-    """Bash: memmap_hash_of SCENARIO prints the hash of the bound range's struct pages."""
-    return f"""memmap_hash_of() {{
-    local ranges range start end pages hash out=""
-    case "$1" in
-    device-private) ranges=$(grep -F hmm_dmirror /proc/iomem) ;;
-    # devdax maps the dax0.0 range (inside the namespace), fsdax the namespace itself
-    *) ranges=$(grep -m1 -F 'dax0.0' /proc/iomem || grep -m1 -F 'namespace0.0' /proc/iomem) ;;
-    esac
-    [ -n "$ranges" ] || {{ echo "no range of $1 in /proc/iomem" >&2; cat /proc/iomem >&2; return 5; }}
-    for range in $(echo "$ranges" | tr -d ' ' | cut -d: -f1); do
-        start=$(( 0x${{range%-*}} >> 12 ))
-        end=$(( (0x${{range#*-}} + 1) >> 12 ))
-        if [ "$1" != device-private ]; then
-            # with an altmap the first PFNs hold the memmap and are not initialised
-            pages=$(dmesg | grep -o 'memmap_init_zone_device initialised [0-9]* pages' | tail -1 | awk '{{print $3}}')
-            [ -n "$pages" ] || {{ echo "no timing line for $1 in dmesg" >&2; return 5; }}
-            start=$(( end - pages ))
-        fi
-        echo "$start $(( end - start ))" > {scenarios.HASH_FILE} || {{
-            echo "memmap_hash refused PFNs $start-$end (range $range)" >&2; return 5; }}
-        # $(...) ignores set -e: a failed or empty read must fail here, not hash as ""
-        hash=$(cat {scenarios.HASH_FILE}) && [ -n "$hash" ] || {{
-            echo "reading {scenarios.HASH_FILE} for PFNs $start-$end failed" >&2; return 5; }}
-        out="$out$hash"
-    done
-    echo "$out"
-}}"""
-
-
 @dataclass(frozen=True)
 class FaultRange:
     """Link-time addresses: _text, and the start and end of memmap_init_zone_device()."""
@@ -188,7 +158,7 @@ echo 'file mm/mm_init.c +p' > $D/dynamic_debug/control
 plan_mode=({modes})
 plan_threads=({threads})
 plan_fault=({faults})
-{_hash_function()}
+{scenarios.memmap_hash_function()}
 
 memory_state() {{  # MemFree and SUnreclaim in kB, nr_memmap_pages (-1: not counted)
     # twice, apart: frees the first drop leaves to RCU and workqueues land before reading
