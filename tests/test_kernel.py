@@ -140,6 +140,11 @@ def test_pmem_sits_on_the_node_without_cpus(series_boot):
     log = series_boot.result.console.read_text(errors="replace")
     assert "smp: Brought up 2 nodes, 2 CPUs" in log
     assert (series_boot.run_dir / "pmem-node.txt").read_text().strip() == "1"
+    # the init's per-thread lines name that node, and CPUs of node 0 ran the threads
+    dmesg = series_boot.result.dmesg.read_text(errors="replace")
+    binds = [s for s in scenarios.parse_init_samples(dmesg) if s.phase == "rebind"]
+    assert binds and all(s.nodes == (1,) and s.cpus and set(s.cpus) <= {0, 1} for s in binds), \
+        [(s.variant, s.iteration, s.where()) for s in binds]
 
 
 def test_boot_log_has_no_oops_or_warning(series_boot):

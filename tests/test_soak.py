@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from meminit import soak
+from meminit import scenarios, soak
 from meminit.errors import MeminitError
 
 
@@ -31,13 +31,14 @@ def records(name: str, cycles: int, **changes: dict) -> list[soak.Record]:
     return out
 
 
-def inits(name: str, cycles: int) -> dict[tuple[str, int], soak.InitSeen]:
+def inits(name: str, cycles: int) -> dict[tuple[str, int], scenarios.InitSeen]:
     """What the kernel would print for a healthy soak: the fallback wherever a fault hit."""
     seen = {}
     for cycle, c in enumerate(soak.plan(cycles, inject=True), 1):
         mode = "slow" if c.fault == "fail_page_alloc" else c.mode
         threads = 1 if c.fault == "failslab" or c.threads == 1 else 2
-        seen[(name, cycle)] = soak.InitSeen((mode,), threads)
+        seen[(name, cycle)] = scenarios.InitSeen(ranges=1, modes=(mode,), threads=threads,
+                                                 nodes=(1,), cpus=(0, 1))
     return seen
 
 
@@ -91,17 +92,27 @@ def test_fault_range_reads_the_symbol_and_its_size(tmp_path):
         soak.fault_range(tmp_path / "missing")
 
 
-def test_parse_inits_attributes_timing_lines_to_the_last_mark():
+def test_parse_inits_attributes_timing_and_thread_lines_to_the_last_mark():
     dmesg = "\n".join([
         "[ 1.0] meminit-soak fsdax-mapdev 0",
+        "[ 1.1] memmap_init_run: node 1, thread 0: 7 chunks, first on CPU 1",
+        "[ 1.1] memmap_init_run: node 1, thread 1: 5 chunks, first on CPU 0, then on others",
         "[ 1.1] memmap_init_zone_device initialised 100 pages in 1ms (1000 ns, mode template, threads 2)",
         "[ 2.0] meminit-soak fsdax-mapdev 3",
+        "[ 2.1] memmap_init_run: node 0, thread 0: 3 chunks, first on CPU 1",
+        "[ 2.1] memmap_init_run: node 0, thread 1: 0 chunks, first on CPU -1",
         "[ 2.1] memmap_init_zone_device initialised 50 pages in 1ms (1000 ns, mode slow, threads 1)",
         "[ 2.2] memmap_init_zone_device initialised 50 pages in 1ms (1000 ns, mode slow, threads 2)",
     ])
     seen = soak.parse_inits(dmesg)
-    assert seen[("fsdax-mapdev", 0)] == soak.InitSeen(("template",), 2)
-    assert seen[("fsdax-mapdev", 3)] == soak.InitSeen(("slow",), 2)
+    setup, third = seen[("fsdax-mapdev", 0)], seen[("fsdax-mapdev", 3)]
+    assert (setup.modes, setup.threads, setup.nodes, setup.cpus, setup.moved) == (("template",), 2, (1,), (0, 1), True)
+    assert (third.modes, third.threads, third.pages, third.ranges) == (("slow",), 2, 100, 2)
+    # a thread that took no chunk ran nowhere
+    assert third.where() == "node 0, CPUs 1"
+    assert setup.where() == "node 1, CPUs 0,1+"
+    assert scenarios.where_ran([setup, third]) == "node 0,1, CPUs 0,1+"
+    assert scenarios.InitSeen().where() == "-"
 
 
 def test_a_healthy_soak_has_no_problems():
@@ -135,13 +146,13 @@ def test_each_defect_is_reported():
     seen = inits("x", 12)
     for cycle, c in enumerate(soak.plan(12, True), 1):
         if c.threads == 2:
-            seen[("x", cycle)] = soak.InitSeen((c.mode,), 1)
+            seen[("x", cycle)] = scenarios.InitSeen(modes=(c.mode,), threads=1)
     assert "proves no fallback" in problems({}, seen=seen)[0]
     seen = inits("x", 12)
-    seen[("x", 6)] = soak.InitSeen(("template",), 1)
+    seen[("x", 6)] = scenarios.InitSeen(modes=("template",), threads=1)
     assert "not the slow path" in problems({}, seen=seen)[0]
     seen = inits("x", 12)
-    seen[("x", 3)] = soak.InitSeen(("streaming",), 2)
+    seen[("x", 3)] = scenarios.InitSeen(modes=("streaming",), threads=2)
     assert "ran 2 threads" in problems({}, seen=seen)[0]
     assert "kmemleak reports 1" in problems({}, kmemleak="unreferenced object 0xffff (size 16384):")[0]
     assert "11 of 12 cycles ran" in soak.evaluate("x", records("x", 11), inits("x", 11), 12, "").problems[0]
@@ -151,6 +162,7 @@ def test_render_names_every_column():
     result = soak.evaluate("x", records("x", 12), inits("x", 12), 12, kmemleak="")
     table = soak.render([result], hotplug="42", splats=[])
     assert "x " in table and "failslab 3, fail_page_alloc 6" in table
+    assert "ran on" in table and "node 1, CPUs 0,1" in table
     assert "CPU 1 hotplug cycles during the soak: 42" in table and "splats" in table
 
 

@@ -99,14 +99,14 @@ def variant_label(group: dict) -> str:
 
 def memmap_rows(result: dict) -> tuple[list[str], list[list[str]]]:
     """Rows shaped like the public cover letter: first bind apart, steady state, ratios."""
-    header = ["scenario", "kernel", "variant", "threads", "pages", "first bind ms", "steady ms (mean ± sd)",
+    header = ["scenario", "kernel", "variant", "threads", "ran on", "pages", "first bind ms", "steady ms (mean ± sd)",
               "min", "max", "n", "vs slow", "vs base"]
     rows: list[list[str]] = []
     for scen in memmap_scenarios(result):
         for g, st, vs_slow, vs_base in memmap_groups(scen):
             first = f"{g['first_ms']:.2f}" if g.get("first_ms") is not None else "-"
             rows.append([scen["name"], g["kernel"], variant_label(g), "/".join(map(str, g.get("threads", []))) or "-",
-                         str(g.get("pages", "")), first,
+                         g.get("ran_on", "-"), str(g.get("pages", "")), first,
                          f"{st.mean:.2f} ± {st.stdev:.2f}", f"{st.minimum:.2f}", f"{st.maximum:.2f}",
                          str(st.n),
                          f"{vs_slow:.2f}" if vs_slow is not None else "-",

@@ -15,8 +15,10 @@ import argparse
 import re
 import shlex
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 from meminit import build, deps, faults, fork, latency, microbench, report, source, vm
 from meminit.errors import MeminitError
@@ -31,6 +33,9 @@ SKIP_KUNIT = "kunit.enable=0"
 INIT_LINE = re.compile(
     r"memmap_init_zone_device initialised (?P<pages>\d+) pages in (?P<ms>\d+)ms"
     r"(?: \((?P<ns>\d+) ns, mode (?P<mode>[\w-]+)(?:, threads (?P<threads>\d+))?\))?")
+# patch 10: one line per thread of a range, before the range's INIT_LINE
+THREAD_LINE = re.compile(r"memmap_init_run: node (?P<node>-?\d+), thread \d+: (?P<chunks>\d+) chunks, "
+                         r"first on CPU (?P<cpu>-?\d+)(?P<moved>, then on others)?")
 _MARK_LINE = re.compile(MARK + r" (?P<phase>first|rebind) (?P<variant>[\w-]+) (?P<iteration>\d+)")
 _HASH_LINE = re.compile(MARK + r"-hash (?P<variant>[\w-]+) (?P<iteration>\d+) (?P<hash>\S+)")
 
@@ -69,41 +74,89 @@ SCENARIOS = {
 
 
 @dataclass(frozen=True)
-class InitSample:
-    phase: str  # "first" (namespace creation) or "rebind"
-    variant: str
-    iteration: int
-    pages: int
-    ms: float  # nanosecond-resolution when the kernel prints ns, else jiffies-resolution ms
-    resolution: str  # "ns" or "jiffies"
+class InitSeen:
+    """What the kernel's debug lines said about one bind, summed over the ranges it mapped."""
+
+    ranges: int = 0  # timing lines seen
+    pages: int = 0
+    ms: float = 0.0  # nanosecond-resolution when the kernel prints ns, else jiffies-resolution ms
+    resolution: str = "jiffies"  # "ns" or "jiffies"
     modes: tuple[str, ...] = ()  # concrete modes the kernel reports (auto resolves per range)
-    threads: int | None = None  # most threads any range of the bind used
+    threads: int | None = None  # most threads any range used
+    nodes: tuple[int, ...] = ()  # node of each range (the series' per-thread lines)
+    cpus: tuple[int, ...] = ()  # CPUs the threads ran their first chunk on
+    moved: bool = False  # a thread ran a later chunk on another CPU
+
+    def where(self) -> str:
+        """'node 1, CPUs 0,1' for a report; '+' after the CPUs when a thread moved on."""
+        if not self.nodes:
+            return "-"
+        nodes = ",".join(map(str, self.nodes))
+        cpus = ",".join(map(str, self.cpus)) or "none"
+        return f"node {nodes}, CPUs {cpus}{'+' if self.moved else ''}"
+
+    def add(self, line: re.Match) -> "InitSeen":
+        """This bind with one more range's timing line (INIT_LINE) counted in."""
+        ns = line.group("ns")
+        mode = (line.group("mode"),) if line.group("mode") else ()
+        threads = [t for t in (self.threads, line.group("threads")) if t is not None]
+        return replace(self, ranges=self.ranges + 1, pages=self.pages + int(line.group("pages")),
+                       ms=self.ms + (int(ns) / 1e6 if ns else float(line.group("ms"))),
+                       resolution="ns" if ns else "jiffies",
+                       modes=tuple(dict.fromkeys(self.modes + mode)),
+                       threads=max(map(int, threads), default=None))
+
+    def add_thread(self, line: re.Match) -> "InitSeen":
+        """This bind with one thread's line (THREAD_LINE) counted in."""
+        cpus = self.cpus
+        if int(line.group("chunks")):
+            cpus = tuple(sorted(set(cpus) | {int(line.group("cpu"))}))
+        return replace(self, nodes=tuple(sorted(set(self.nodes) | {int(line.group("node"))})),
+                       cpus=cpus, moved=self.moved or bool(line.group("moved")))
+
+
+def where_ran(seen: Iterable[InitSeen]) -> str:
+    """InitSeen.where() over several binds."""
+    seen = list(seen)
+    return InitSeen(nodes=tuple(sorted({n for s in seen for n in s.nodes})),
+                    cpus=tuple(sorted({c for s in seen for c in s.cpus})),
+                    moved=any(s.moved for s in seen)).where()
+
+
+K = TypeVar("K")
+
+
+def parse_inits(dmesg: str, mark: re.Pattern[str], key: Callable[[re.Match[str]], K]) -> dict[K, InitSeen]:
+    """Attribute each timing and thread line to the last `mark` before it, keyed by key(mark)."""
+    seen: dict[K, InitSeen] = {}
+    current: K | None = None
+    for text in dmesg.splitlines():
+        if m := mark.search(text):
+            current = key(m)
+        elif current is None:
+            continue
+        elif m := INIT_LINE.search(text):
+            seen[current] = seen.get(current, InitSeen()).add(m)
+        elif m := THREAD_LINE.search(text):
+            seen[current] = seen.get(current, InitSeen()).add_thread(m)
+    return seen
+
+
+@dataclass(frozen=True)
+class InitSample(InitSeen):
+    """One bind of a scenario: its marker's phase, variant and iteration, and what it did."""
+
+    phase: str = "rebind"  # "first" (namespace creation) or "rebind"
+    variant: str = "default"
+    iteration: int = 0
 
 
 def parse_init_samples(dmesg: str) -> list[InitSample]:
-    """Attribute each memmap_init_zone_device line to the last marker before it.
-
-    One bind may initialise several ranges; their times are summed into one sample.
-    """
-    samples: dict[tuple[str, str, int], InitSample] = {}
-    current: tuple[str, str, int] | None = None
-    for line in dmesg.splitlines():
-        if m := _MARK_LINE.search(line):
-            current = (m.group("phase"), m.group("variant"), int(m.group("iteration")))
-            continue
-        m = INIT_LINE.search(line)
-        if not m or current is None:
-            continue
-        ms = int(m.group("ns")) / 1e6 if m.group("ns") else float(m.group("ms"))
-        resolution = "ns" if m.group("ns") else "jiffies"
-        prev = samples.get(current)
-        pages = int(m.group("pages")) + (prev.pages if prev else 0)
-        total = ms + (prev.ms if prev else 0.0)
-        modes = (prev.modes if prev else ()) + ((m.group("mode"),) if m.group("mode") else ())
-        threads = [t for t in (prev.threads if prev else None, m.group("threads")) if t is not None]
-        samples[current] = InitSample(current[0], current[1], current[2], pages, total, resolution,
-                                      tuple(dict.fromkeys(modes)), max(map(int, threads), default=None))
-    return list(samples.values())
+    """One sample per marked bind that initialised anything; a bind's ranges are summed."""
+    marked = parse_inits(dmesg, _MARK_LINE,
+                         lambda m: (m.group("phase"), m.group("variant"), int(m.group("iteration"))))
+    return [InitSample(**asdict(seen), phase=k[0], variant=k[1], iteration=k[2])
+            for k, seen in marked.items() if seen.ranges]
 
 
 def parse_hashes(text: str) -> dict[str, list[str]]:
@@ -224,6 +277,7 @@ def group_samples(kernel: str, samples: list[InitSample]) -> list[dict]:
             "steady_ms": [s.ms for s in steady], "resolution": steady[0].resolution,
             "modes_used": sorted({mode for s in steady for mode in s.modes}),
             "threads": sorted({s.threads for s in steady if s.threads is not None}),
+            "ran_on": where_ran(steady),
         })
     return groups
 

@@ -288,30 +288,9 @@ def parse_records(text: str) -> list[Record]:
     return [Record(**json.loads(line)) for line in text.splitlines() if line.strip()]
 
 
-@dataclass(frozen=True)
-class InitSeen:
-    """What the kernel's timing lines said about one cycle's bind (all its ranges)."""
-
-    modes: tuple[str, ...]
-    threads: int | None  # most threads any range used
-
-
-def parse_inits(dmesg: str) -> dict[tuple[str, int], InitSeen]:
+def parse_inits(dmesg: str) -> dict[tuple[str, int], scenarios.InitSeen]:
     """Timing lines attributed to the last `meminit-soak SCENARIO CYCLE` mark before them."""
-    seen: dict[tuple[str, int], InitSeen] = {}
-    current: tuple[str, int] | None = None
-    for line in dmesg.splitlines():
-        if m := _SOAK_MARK.search(line):
-            current = (m.group("scenario"), int(m.group("cycle")))
-            continue
-        m = scenarios.INIT_LINE.search(line)
-        if not m or current is None:
-            continue
-        prev = seen.get(current, InitSeen((), None))
-        modes = prev.modes + ((m.group("mode"),) if m.group("mode") else ())
-        threads = [t for t in (prev.threads, m.group("threads")) if t is not None]
-        seen[current] = InitSeen(tuple(dict.fromkeys(modes)), max(map(int, threads), default=None))
-    return seen
+    return scenarios.parse_inits(dmesg, _SOAK_MARK, lambda m: (m.group("scenario"), int(m.group("cycle"))))
 
 
 _LEAK_COMM = re.compile(r'comm "(?P<comm>[^"]*)"')
@@ -350,10 +329,11 @@ class ScenarioSoak:
     known_leaks: dict[str, int] = field(default_factory=dict)  # base kernel's, by reason
     injected: dict[str, int] = field(default_factory=dict)  # fault kind -> failures injected
     slowest: Record | None = None
+    ran_on: str = "-"  # nodes of the ranges, CPUs of the threads (scenarios.InitSeen.where)
     problems: list[str] = field(default_factory=list)
 
 
-def _expected_fallback(record: Record, init: InitSeen | None) -> str | None:
+def _expected_fallback(record: Record, init: scenarios.InitSeen | None) -> str | None:
     """An armed fault must fail something and leave its fallback in the timing line; what
     is wrong, if anything."""
     if record.fault == "none":
@@ -372,7 +352,7 @@ def _expected_fallback(record: Record, init: InitSeen | None) -> str | None:
     return None
 
 
-def evaluate(name: str, records: list[Record], inits: dict[tuple[str, int], InitSeen],
+def evaluate(name: str, records: list[Record], inits: dict[tuple[str, int], scenarios.InitSeen],
              cycles: int, kmemleak: str | None) -> ScenarioSoak:
     """Check one scenario's cycles: all ran, same struct pages as the setup bind, no memory
     lost, every armed fault injected and was survived through its fallback."""
@@ -381,6 +361,7 @@ def evaluate(name: str, records: list[Record], inits: dict[tuple[str, int], Init
     setup = next((r for r in mine if r.cycle == 0), None)
     done = sorted((r for r in mine if r.cycle > 0), key=lambda r: r.cycle)
     out.cycles = len(done)
+    out.ran_on = scenarios.where_ran(seen for (scenario, _), seen in inits.items() if scenario == name)
     if setup is None or out.cycles != cycles:
         out.problems.append(f"{out.cycles} of {cycles} cycles ran")
     if not done:
@@ -441,7 +422,7 @@ def evaluate(name: str, records: list[Record], inits: dict[tuple[str, int], Init
 
 
 def render(results: list[ScenarioSoak], hotplug: str, splats: list[str]) -> str:
-    header = ["scenario", "cycles", "hash mismatches", "MemFree lost", "SUnreclaim grew",
+    header = ["scenario", "cycles", "ran on", "hash mismatches", "MemFree lost", "SUnreclaim grew",
               "memmap grew", "kmemleak", "faults injected", "slowest bind"]
     rows = []
     known: dict[str, int] = {}
@@ -451,7 +432,7 @@ def render(results: list[ScenarioSoak], hotplug: str, splats: list[str]) -> str:
         faults = ", ".join(f"{k} {v}" for k, v in r.injected.items()) or "-"
         slowest = (f"{r.slowest.bind_ms} ms (cycle {r.slowest.cycle}, {r.slowest.mode}, "
                    f"threads {r.slowest.threads})" if r.slowest else "-")
-        rows.append([r.scenario, str(r.cycles), str(len(r.hash_mismatches)),
+        rows.append([r.scenario, str(r.cycles), r.ran_on, str(len(r.hash_mismatches)),
                      f"{r.memfree_lost_kb} kB", f"{r.sunreclaim_grown_kb} kB",
                      f"{r.memmap_grown_pages} pages",
                      "-" if r.kmemleak_reports is None else str(r.kmemleak_reports), faults, slowest])

@@ -11,6 +11,10 @@ from meminit import paths
 
 
 def pytest_command(quick: bool, extra: list[str]) -> list[str]:
+    """pytest's command line; `extra` is what followed `meminit test`, a leading `--` dropped
+    (argparse's REMAINDER keeps it, and pytest would take it for a file name)."""
+    if extra[:1] == ["--"]:
+        extra = extra[1:]
     # tee-sys: the kernel build and boot print progress while pytest still captures it.
     cmd = [sys.executable, "-m", "pytest", "-ra", "--capture=tee-sys", str(paths.REPO / "tests")]
     if quick:
