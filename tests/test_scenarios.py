@@ -83,11 +83,11 @@ def test_threads_and_the_concrete_mode_of_auto_are_kept_per_bind():
 
 def test_the_node_and_cpus_of_each_bind_come_from_the_thread_lines():
     text = ("[1] meminit-mark rebind template 1\n"
-            "[2] memmap_init_run: node 1, thread 0: 4 chunks, first on CPU 1\n"
-            "[2] memmap_init_run: node 1, thread 1: 3 chunks, first on CPU 0\n"
+            "[2] memmap_init_run: pfn 0x140000-0x1a0000 node 1, thread 0: 4 chunks, started on CPU 1\n"
+            "[2] memmap_init_run: pfn 0x140000-0x1a0000 node 1, thread 1: 3 chunks, started on CPU 0\n"
             "[3] memmap_init_zone_device initialised 262144 pages in 9ms (9000000 ns, mode template, threads 2)\n"
             "[4] meminit-mark rebind template 2\n"
-            "[5] memmap_init_run: node 1, thread 0: 7 chunks, first on CPU 1, then on others\n"
+            "[5] memmap_init_run: pfn 0x140000-0x1a0000 node 1, thread 0: 7 chunks, started on CPU 1, a later chunk on another\n"
             "[6] memmap_init_zone_device initialised 262144 pages in 9ms (9000000 ns, mode template, threads 1)\n")
     first, second = scenarios.parse_init_samples(text)
     assert (first.nodes, first.cpus, first.moved) == ((1,), (0, 1), False)

@@ -95,12 +95,12 @@ def test_fault_range_reads_the_symbol_and_its_size(tmp_path):
 def test_parse_inits_attributes_timing_and_thread_lines_to_the_last_mark():
     dmesg = "\n".join([
         "[ 1.0] meminit-soak fsdax-mapdev 0",
-        "[ 1.1] memmap_init_run: node 1, thread 0: 7 chunks, first on CPU 1",
-        "[ 1.1] memmap_init_run: node 1, thread 1: 5 chunks, first on CPU 0, then on others",
+        "[ 1.1] memmap_init_run: pfn 0x140000-0x1a0000 node 1, thread 0: 7 chunks, started on CPU 1",
+        "[ 1.1] memmap_init_run: pfn 0x140000-0x1a0000 node 1, thread 1: 5 chunks, started on CPU 0, a later chunk on another",
         "[ 1.1] memmap_init_zone_device initialised 100 pages in 1ms (1000 ns, mode template, threads 2)",
         "[ 2.0] meminit-soak fsdax-mapdev 3",
-        "[ 2.1] memmap_init_run: node 0, thread 0: 3 chunks, first on CPU 1",
-        "[ 2.1] memmap_init_run: node 0, thread 1: 0 chunks, first on CPU -1",
+        "[ 2.1] memmap_init_run: pfn 0x140000-0x1a0000 node 0, thread 0: 3 chunks, started on CPU 1",
+        "[ 2.1] memmap_init_run: pfn 0x140000-0x1a0000 node 0, thread 1: 0 chunks, started on CPU -1",
         "[ 2.1] memmap_init_zone_device initialised 50 pages in 1ms (1000 ns, mode slow, threads 1)",
         "[ 2.2] memmap_init_zone_device initialised 50 pages in 1ms (1000 ns, mode slow, threads 2)",
     ])

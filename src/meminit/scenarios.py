@@ -34,8 +34,8 @@ INIT_LINE = re.compile(
     r"memmap_init_zone_device initialised (?P<pages>\d+) pages in (?P<ms>\d+)ms"
     r"(?: \((?P<ns>\d+) ns, mode (?P<mode>[\w-]+)(?:, threads (?P<threads>\d+))?\))?")
 # patch 10: one line per thread of a range, before the range's INIT_LINE
-THREAD_LINE = re.compile(r"memmap_init_run: node (?P<node>-?\d+), thread \d+: (?P<chunks>\d+) chunks, "
-                         r"first on CPU (?P<cpu>-?\d+)(?P<moved>, then on others)?")
+THREAD_LINE = re.compile(r"memmap_init_run: pfn \S+ node (?P<node>-?\d+), thread \d+: (?P<chunks>\d+) chunks, "
+                         r"started on CPU (?P<cpu>-?\d+)(?P<moved>, a later chunk on another)?")
 _MARK_LINE = re.compile(MARK + r" (?P<phase>first|rebind) (?P<variant>[\w-]+) (?P<iteration>\d+)")
 _HASH_LINE = re.compile(MARK + r"-hash (?P<variant>[\w-]+) (?P<iteration>\d+) (?P<hash>\S+)")
 
@@ -84,8 +84,8 @@ class InitSeen:
     modes: tuple[str, ...] = ()  # concrete modes the kernel reports (auto resolves per range)
     threads: int | None = None  # most threads any range used
     nodes: tuple[int, ...] = ()  # node of each range (the series' per-thread lines)
-    cpus: tuple[int, ...] = ()  # CPUs the threads ran their first chunk on
-    moved: bool = False  # a thread ran a later chunk on another CPU
+    cpus: tuple[int, ...] = ()  # CPUs the threads started their first chunk on
+    moved: bool = False  # a thread started a later chunk on another CPU
 
     def where(self) -> str:
         """'node 1, CPUs 0,1' for a report; '+' after the CPUs when a thread moved on."""
