@@ -93,3 +93,42 @@ def test_summary_takes_the_worst_round_and_compares_it_with_base(tmp_path: Path)
     assert "cyclictest (SCHED_FIFO, CPU 1)" in report.render(result)
     pngs = report.plot(result, tmp_path)
     assert pngs == [tmp_path / "latency.png"] and pngs[0].stat().st_size > 0
+
+
+TRACE = """# tracer: nop
+#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION
+#              | |         |   |||||     |         |
+       fallocate-321     [001] d.h1.   100.000100: local_timer_entry: vector=236
+       fallocate-321     [001] d.h2.   100.000150: hrtimer_expire_entry: hrtimer=00000000 function=hrtimer_wakeup now=1
+       fallocate-321     [001] dNh2.   100.000160: sched_wakeup: comm=cyclictest pid=300 prio=4 target_cpu=001
+       fallocate-321     [001] dN.1.   100.101160: local_timer_entry: vector=236
+       fallocate-321     [001] d..2.   100.101200: sched_switch: prev_comm=fallocate prev_pid=321 prev_prio=120 prev_state=R+ ==> next_comm=cyclictest next_pid=300 next_prio=4
+      cyclictest-300     [001] .....   100.101300: tracing_mark_write: hit latency threshold (101140 > 50000)
+      cyclictest-300     [001] d.h1.   100.900000: local_timer_entry: vector=236
+"""
+
+
+def test_guest_script_traces_only_when_asked(tmp_path: Path):
+    traced = latency.guest_script("series", "voluntary", ["default"], ["on"], 1, 5, tmp_path, trace_us=50000)
+    path = tmp_path / "s.sh"
+    path.write_text(traced)
+    subprocess.run(["bash", "-n", str(path)], check=True)
+    assert "trace_us=50000" in traced and "sched/sched_switch" in traced
+    assert "trace_us=0" in latency.guest_script("series", "voluntary", ["default"], ["on"], 1, 5, tmp_path)
+
+
+def test_longest_silence_is_found_before_the_break_mark():
+    silence = latency.longest_silence(TRACE)
+    assert silence is not None and abs(silence.ms - 101.0) < 1e-6
+    assert "sched_wakeup: comm=cyclictest" in silence.before and "[dNh2.]" in silence.before
+    assert silence.after.startswith("100.101160 fallocate-321 [dN.1.] local_timer_entry")
+    assert "hit latency threshold (101140 > 50000)" in silence.break_line
+    assert latency.longest_silence("# tracer: nop\n") is None
+
+
+def test_trace_report_only_for_cells_that_broke(tmp_path: Path):
+    cell = latency.Cell("series", "voluntary", 1, "on", "default")
+    assert latency.trace_report(cell, tmp_path) == {}
+    (tmp_path / f"{cell.stem}.trace").write_text(TRACE)
+    report = latency.trace_report(cell, tmp_path)
+    assert report["silence_ms"] == 101.0 and report["trace"] == f"{cell.stem}.trace"

@@ -354,14 +354,23 @@ def run_latency(kernel: build.Kernel, model: str, run_dir: Path, accel: str,
     name = f"{latency.SCENARIO}-{kernel.variant}-{model}"
     script = run_dir / f"{name}.sh"
     script.write_text(latency.guest_script(kernel.variant, model, units, args.latency_hog,
-                                           args.latency_rounds, args.latency_seconds, run_dir))
+                                           args.latency_rounds, args.latency_seconds, run_dir,
+                                           args.latency_trace))
     spec = vm.BootSpec(image=kernel.image, name=name, script=f"bash {shlex.quote(str(script))}",
                        memory_bytes=args.memory or latency.GUEST_MEMORY, cpus=max(args.cpus, 2),
                        append=[*latency.boot_parameters(model), SKIP_KUNIT, *args.append],
                        timeout_s=args.timeout)
     boot_script(spec, run_dir, accel)
-    return [latency.read_cell(cell, run_dir) for cell in
-            latency.cells(kernel.variant, model, units, args.latency_hog, args.latency_rounds)]
+    samples = []
+    for cell in latency.cells(kernel.variant, model, units, args.latency_hog, args.latency_rounds):
+        sample = latency.read_cell(cell, run_dir) | latency.trace_report(cell, run_dir)
+        if "trace" in sample:
+            print(f"{cell.stem}: worst {sample['max_us']} µs; CPU 1's longest silence "
+                  f"{sample['silence_ms']} ms,\n  after  {sample['silence_before']}\n"
+                  f"  before {sample['silence_after']}\n  ({run_dir / sample['trace']})",
+                  file=sys.stderr, flush=True)
+        samples.append(sample)
+    return samples
 
 
 def guest_memory_for(name: str, args: argparse.Namespace) -> int:
@@ -459,6 +468,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"fault-latency scenario: rounds over the units (default {latency.DEFAULT_ROUNDS})")
     p.add_argument("--latency-hog", type=lambda s: [h for h in s.split(",") if h], default=list(latency.HOGS),
                    help="fault-latency scenario: memory writer on CPU 0, off and/or on (default off,on)")
+    p.add_argument("--latency-trace", type=int, default=0, metavar="USEC",
+                   help="fault-latency scenario, diagnostic: trace scheduler, IRQ and timer events "
+                        "and stop each cell at its first wakeup this late, keeping CPU 1's trace "
+                        "and printing its longest silence (default 0: off)")
     p.add_argument("--timeout", type=int, default=1200, help="guest timeout in seconds")
     p.add_argument("-j", "--jobs", type=int, help="kernel build jobs (default: CPUs)")
     vm.add_guest_options(p)
