@@ -103,7 +103,10 @@ TRACE = """# tracer: nop
        fallocate-321     [001] dNh2.   100.000160: sched_wakeup: comm=cyclictest pid=300 prio=4 target_cpu=001
        fallocate-321     [001] dN.1.   100.101160: local_timer_entry: vector=236
        fallocate-321     [001] d..2.   100.101200: sched_switch: prev_comm=fallocate prev_pid=321 prev_prio=120 prev_state=R+ ==> next_comm=cyclictest next_pid=300 next_prio=4
+          <idle>-0       [000] d.h2.   100.050000: local_timer_entry: vector=236
+          <idle>-0       [000] d.h2.   100.060000: local_timer_entry: vector=236
       cyclictest-300     [001] .....   100.101300: tracing_mark_write: hit latency threshold (101140 > 50000)
+          <idle>-0       [000] d.h2.   100.102000: local_timer_entry: vector=236
       cyclictest-300     [001] d.h1.   100.900000: local_timer_entry: vector=236
 """
 
@@ -123,6 +126,7 @@ def test_longest_silence_is_found_before_the_break_mark():
     assert "sched_wakeup: comm=cyclictest" in silence.before and "[dNh2.]" in silence.before
     assert silence.after.startswith("100.101160 fallocate-321 [dN.1.] local_timer_entry")
     assert "hit latency threshold (101140 > 50000)" in silence.break_line
+    assert silence.others == 2  # CPU 0's two events inside CPU 1's silence, not the one after
     assert latency.longest_silence("# tracer: nop\n") is None
 
 

@@ -16,10 +16,10 @@ time each 1 GiB clear took.
 
 With `trace_us`, a diagnostic run: the scheduler, interrupt and timer events are traced
 and cyclictest stops the trace (and its cell) at the first wakeup later than that. The
-CPU 1 trace is kept, and the longest stretch of it without any event says what the
-CPU did meanwhile: timer interrupts arriving while one task keeps the CPU is code
-that does not reschedule; no event at all is interrupts off, or a vCPU the host did
-not run.
+trace is kept, and the longest stretch of CPU 1's without any event says what the CPU
+did meanwhile: timer interrupts arriving while one task keeps the CPU is code that
+does not reschedule; no event at all is interrupts off, or a vCPU the host did not
+run; no event on the other CPU either points at the emulator or host.
 """
 
 from __future__ import annotations
@@ -179,9 +179,9 @@ cell() {{  # stem, unit pages (0: the kernel's choice), hog on/off
     cyclictest -m -q -p {PRIORITY} -a 1 -t 1 -i {INTERVAL_US} -D {seconds} -h {HISTOGRAM_US} \
         $breaktrace --json="$out/$1.json" > /dev/null
     touch "$stop"
-    # cyclictest -b turns tracing off when it breaks: then keep what CPU 1 did
+    # cyclictest -b turns tracing off when it breaks: then keep what the CPUs did
     if [ "$trace_us" -gt 0 ] && [ "$(cat $T/tracing_on)" = 0 ]; then
-        cat $T/per_cpu/cpu1/trace > "$out/$1.trace"
+        cat $T/trace > "$out/$1.trace"
     fi
     [ "$trace_us" -gt 0 ] && echo 0 > $T/tracing_on
     wait "$loop_pid"
@@ -235,17 +235,20 @@ _TRACE_LINE = re.compile(r"^\s*(?P<task>.+?-\d+)\s+\[(?P<cpu>\d+)\]\s+(?P<flags>
 
 @dataclass(frozen=True)
 class Silence:
-    """The longest stretch of a CPU's trace without an event, and the events around it."""
+    """The longest stretch of one CPU's trace without an event, the events around it, and
+    how many events the other CPUs traced meanwhile."""
 
     ms: float
     before: str
     after: str
     break_line: str  # cyclictest's tracemark, "" if the trace has none
+    others: int  # events of other CPUs inside the silence: 0 when the whole guest stood still
 
 
-def longest_silence(trace: str) -> Silence | None:
-    """Of one CPU's ftrace text (`per_cpu/cpuN/trace`), up to cyclictest's break mark."""
+def longest_silence(trace: str, cpu: int = 1) -> Silence | None:
+    """Of `cpu` in ftrace's text output, up to cyclictest's break mark."""
     events: list[tuple[float, str]] = []
+    others: list[float] = []
     mark = ""
     for line in trace.splitlines():
         m = _TRACE_LINE.match(line)
@@ -255,11 +258,16 @@ def longest_silence(trace: str) -> Silence | None:
         if "hit latency threshold" in m.group("event"):
             mark = text
             break
-        events.append((float(m.group("ts")), text))
+        if int(m.group("cpu")) == cpu:
+            events.append((float(m.group("ts")), text))
+        else:
+            others.append(float(m.group("ts")))
     if len(events) < 2:
         return None
     gap, i = max((b[0] - a[0], i) for i, (a, b) in enumerate(zip(events, events[1:])))
-    return Silence(gap * 1e3, events[i][1], events[i + 1][1], mark)
+    start, end = events[i][0], events[i + 1][0]
+    return Silence(gap * 1e3, events[i][1], events[i + 1][1], mark,
+                   sum(start < t < end for t in others))
 
 
 def trace_report(cell: Cell, out_dir: Path) -> dict:
@@ -271,7 +279,8 @@ def trace_report(cell: Cell, out_dir: Path) -> dict:
     if silence is None:
         raise MeminitError(f"{SCENARIO}: {path} holds fewer than two events")
     return {"trace": path.name, "silence_ms": round(silence.ms, 3), "silence_before": silence.before,
-            "silence_after": silence.after, "break": silence.break_line}
+            "silence_after": silence.after, "break": silence.break_line,
+            "silence_other_cpu_events": silence.others}
 
 
 def summarize(samples: list[dict]) -> list[dict]:

@@ -366,7 +366,8 @@ def run_latency(kernel: build.Kernel, model: str, run_dir: Path, accel: str,
         sample = latency.read_cell(cell, run_dir) | latency.trace_report(cell, run_dir)
         if "trace" in sample:
             print(f"{cell.stem}: worst {sample['max_us']} µs; CPU 1's longest silence "
-                  f"{sample['silence_ms']} ms,\n  after  {sample['silence_before']}\n"
+                  f"{sample['silence_ms']} ms ({sample['silence_other_cpu_events']} events of "
+                  f"other CPUs meanwhile),\n  after  {sample['silence_before']}\n"
                   f"  before {sample['silence_after']}\n  ({run_dir / sample['trace']})",
                   file=sys.stderr, flush=True)
         samples.append(sample)
