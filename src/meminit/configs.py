@@ -9,11 +9,18 @@ folio_zero_user() clears highmem folios page by page through kmap; and x86-64 wi
 but no virtual memmap, where the 1 GiB folio's struct pages are reached section by section
 through nth_page(). The console is parsed with the
 kernel's own `kunit.py parse`, like the test command's boot.
+
+Compile targets boot nothing: the directories the series touches are compiled with W=1
+under configs our KUnit targets do not cover (Debian's own amd64 config, allnoconfig
+plus ZONE_DEVICE, allmodconfig with its sanitisers, riscv64), failing on an error or on
+a warning in a line the series adds, and reporting which touched files each config
+compiles.
 """
 
 from __future__ import annotations
 
 import argparse
+import lzma
 import os
 import subprocess
 import sys
@@ -22,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from meminit import deps, ktap, paths, source
+from meminit import build, checks, deps, kconfig, ktap, paths, report, source
 from meminit.errors import MeminitError
 
 PROGRESS_EVERY_S = 30.0
@@ -75,6 +82,129 @@ TARGETS = {
         # one 1 GiB page for the gigantic folio case: eight sections of struct pages
         kernel_args=("hugepagesz=1G", "hugepages=1")),
 }
+
+
+COMPILE_CONFIG_DIR = paths.CONFIG_DIR / "compile"
+DEBIAN_AMD64_CONFIG = Path("/usr/src/linux-config-6.12/config.amd64_none_amd64.xz")
+
+
+@dataclass(frozen=True)
+class CompileTarget:
+    """A config under which the touched directories are compiled (W=1), nothing booted.
+
+    `base` is what `make` starts from (allnoconfig, allmodconfig, defconfig) or a config
+    file (xz-compressed ones too); config/compile/NAME.config, if any, is laid over it and
+    every option it sets must survive olddefconfig."""
+
+    name: str
+    arch: str  # make's ARCH
+    base: str | Path
+    cross_compile: str = ""
+    packages: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def fragment(self) -> Path:
+        return COMPILE_CONFIG_DIR / f"{self.name}.config"
+
+    @property
+    def build_dir(self) -> Path:
+        return paths.BUILD_ROOT / f"compile-{self.name}"
+
+    @property
+    def srcarch(self) -> str:
+        return "x86" if self.arch in ("x86_64", "i386") else self.arch
+
+
+COMPILE_TARGETS = {
+    "debian-amd64": CompileTarget("debian-amd64", "x86_64", DEBIAN_AMD64_CONFIG,
+                                  packages={"linux-config-6.12": str(DEBIAN_AMD64_CONFIG)}),
+    "allnoconfig-zone-device": CompileTarget("allnoconfig-zone-device", "x86_64", "allnoconfig"),
+    "allmodconfig": CompileTarget("allmodconfig", "x86_64", "allmodconfig"),
+    "riscv64": CompileTarget("riscv64", "riscv", "defconfig", cross_compile="riscv64-linux-gnu-",
+                             packages={"gcc-riscv64-linux-gnu": "/usr/bin/riscv64-linux-gnu-gcc"}),
+}
+
+
+def touched_dirs(tree: Path, rev_range: str, srcarch: str) -> list[str]:
+    """Directories of the .c/.S files rev_range changes, other architectures' left out."""
+    objects = checks.touched_objects(tree, rev_range)
+    dirs = {str(Path(o).parent) for o in objects}
+    return sorted(d for d in dirs if not d.startswith("arch/") or d.startswith(f"arch/{srcarch}/"))
+
+
+def _make(target: CompileTarget, tree: Path, jobs: int, args: list[str]) -> list[str]:
+    return ["make", "-C", str(tree), f"O={target.build_dir}", f"-j{jobs}", f"ARCH={target.arch}",
+            f"CROSS_COMPILE={target.cross_compile}", f"CC=ccache {target.cross_compile}gcc", *args]
+
+
+def configure_compile(target: CompileTarget, tree: Path, jobs: int) -> None:
+    """Write the target's .config; fails naming every fragment option olddefconfig dropped."""
+    out = target.build_dir
+    out.mkdir(parents=True, exist_ok=True)
+    fragment = target.fragment if target.fragment.exists() else None
+    log = out / "configure.log"
+    kernel = build.Kernel(target.name, tree, out)
+    if isinstance(target.base, Path):
+        opener = lzma.open if target.base.suffix == ".xz" else open
+        with opener(target.base, "rt") as config:
+            text = config.read()
+        (out / ".config").write_text(text + (fragment.read_text() if fragment else ""))
+        build.run_make(kernel, _make(target, tree, jobs, ["olddefconfig"]), log, f"{target.name}: config")
+    elif target.base in ("allnoconfig", "allmodconfig"):
+        allconfig = [f"KCONFIG_ALLCONFIG={fragment}"] if fragment else []
+        build.run_make(kernel, _make(target, tree, jobs, [*allconfig, target.base]), log,
+                       f"{target.name}: config")
+    else:
+        build.run_make(kernel, _make(target, tree, jobs, [target.base]), log, f"{target.name}: config")
+        if fragment:
+            with (out / ".config").open("a") as config:
+                config.write(fragment.read_text())
+            build.run_make(kernel, _make(target, tree, jobs, ["olddefconfig"]), log, f"{target.name}: config")
+    if fragment:
+        final = kconfig.parse_config((out / ".config").read_text())
+        dropped = kconfig.dropped_options(kconfig.parse_config(fragment.read_text()), final)
+        if dropped:
+            raise MeminitError(f"{target.name}: {fragment} options did not survive: {', '.join(dropped)}")
+
+
+@dataclass
+class CompileResult:
+    target: str
+    compiled: list[str]  # touched files compiled under this config
+    not_selected: list[str]  # touched files of the compiled directories the config leaves out
+    warnings: list[str]  # W=1 warnings on lines the series adds
+    seconds: float
+
+
+def compile_target(target: CompileTarget, tree: Path, jobs: int) -> CompileResult:
+    deps.ensure({**deps.KERNEL_BUILD, **target.packages})
+    start = time.monotonic()
+    configure_compile(target, tree, jobs)
+    rev_range = f"{source.BASE_TAG}..HEAD"
+    dirs = touched_dirs(tree, rev_range, target.srcarch)
+    objects = [o for o in checks.touched_objects(tree, rev_range) if str(Path(o).parent) in dirs]
+    for obj in objects:  # W=1 on an object already built would not recompile it
+        (target.build_dir / obj).unlink(missing_ok=True)
+    log = target.build_dir / "compile.log"
+    print(f"meminit: {target.name}: compiling {', '.join(d + '/' for d in dirs)} with W=1; log: {log}",
+          file=sys.stderr, flush=True)
+    build.run_make(build.Kernel(target.name, tree, target.build_dir),
+                   _make(target, tree, jobs, ["W=1", *(d + "/" for d in dirs)]), log,
+                   f"{target.name}: W=1 compile")
+    warnings = checks.new_warnings(log.read_text(errors="replace"), checks.added_lines(tree, rev_range))
+    compiled = [o for o in objects if (target.build_dir / o).exists()]
+    return CompileResult(target.name, compiled, [o for o in objects if o not in compiled],
+                         [f"{target.name}: {w}" for w in warnings], time.monotonic() - start)
+
+
+def compile_matrix(results: list[CompileResult]) -> str:
+    """Touched file x config: compiled (W=1 clean on added lines) or not selected."""
+    files = sorted({f for r in results for f in r.compiled + r.not_selected})
+    header = ["touched file", *(r.target for r in results)]
+    rows = [[f, *("built" if f in r.compiled else "not selected" if f in r.not_selected else "-"
+                  for r in results)] for f in files]
+    rows.append(["seconds", *(f"{r.seconds:.0f}" for r in results)])
+    return report.render_table(header, rows)
 
 
 def kunit_command(target: KunitTarget, tree: Path, jobs: int) -> list[str]:
@@ -141,12 +271,24 @@ def check(target: KunitTarget, report: ktap.KunitReport) -> list[str]:
 
 
 def check_configs(names: list[str], jobs: int | None = None) -> None:
-    unknown = [n for n in names if n not in TARGETS]
+    unknown = [n for n in names if n not in TARGETS and n not in COMPILE_TARGETS]
     if unknown:
-        raise MeminitError(f"unknown target {', '.join(unknown)}: choose from {', '.join(TARGETS)}")
+        raise MeminitError(f"unknown target {', '.join(unknown)}: choose from "
+                           f"{', '.join([*TARGETS, *COMPILE_TARGETS])}")
     tree = source.prepare_trees().series
     problems: list[str] = []
-    for name in names:
+    compiled: list[CompileResult] = []
+    for name in (n for n in names if n in COMPILE_TARGETS):
+        try:
+            result = compile_target(COMPILE_TARGETS[name], tree, jobs or os.cpu_count() or 1)
+        except MeminitError as error:  # the other configs still tell what they can
+            problems.append(f"{name}: {error}")
+            continue
+        compiled.append(result)
+        problems += result.warnings
+    if compiled:
+        print(compile_matrix(compiled))
+    for name in (n for n in names if n in TARGETS):
         target = TARGETS[name]
         report = run_target(target, tree, jobs or os.cpu_count() or 1)
         skipped = [f"{c.suite}.{c.name}" for c in report.cases if c.status == "SKIP"]
@@ -158,16 +300,28 @@ def check_configs(names: list[str], jobs: int | None = None) -> None:
         raise MeminitError("check-configs failed:\n  " + "\n  ".join(problems))
 
 
+GROUPS = {"kunit": list(TARGETS), "compile": list(COMPILE_TARGETS),
+          "all": [*TARGETS, *COMPILE_TARGETS]}
+
+
+def expand_targets(names: list[str]) -> list[str]:
+    """Target names with the groups kunit, compile and all expanded; none: the KUnit targets."""
+    out = [t for n in names or ["kunit"] for t in GROUPS.get(n, [n])]
+    return list(dict.fromkeys(out))
+
+
 def _cmd_check_configs(args: argparse.Namespace) -> int:
-    check_configs(args.targets or list(TARGETS), args.jobs)
+    check_configs(expand_targets(args.targets), args.jobs)
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check-configs",
                        help="build and run the series' KUnit suites on ARCH=um, arm64, i386 and "
-                            "x86-64 without a virtual memmap (kunit.py)")
+                            "x86-64 without a virtual memmap (kunit.py); compile the touched "
+                            "directories under Debian's config, allnoconfig, allmodconfig, riscv64")
     p.add_argument("targets", nargs="*", metavar="TARGET",
-                   help=f"{', '.join(TARGETS)} (default: all)")
+                   help=f"KUnit: {', '.join(TARGETS)} (group 'kunit', the default); compile "
+                        f"only: {', '.join(COMPILE_TARGETS)} (group 'compile'); 'all' for both")
     p.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: number of CPUs)")
     p.set_defaults(func=_cmd_check_configs)
