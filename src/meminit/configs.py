@@ -125,9 +125,8 @@ COMPILE_TARGETS = {
 }
 
 
-def touched_dirs(tree: Path, rev_range: str, srcarch: str) -> list[str]:
-    """Directories of the .c/.S files rev_range changes, other architectures' left out."""
-    objects = checks.touched_objects(tree, rev_range)
+def touched_dirs(objects: list[str], srcarch: str) -> list[str]:
+    """Directories of the touched objects, other architectures' left out."""
     dirs = {str(Path(o).parent) for o in objects}
     return sorted(d for d in dirs if not d.startswith("arch/") or d.startswith(f"arch/{srcarch}/"))
 
@@ -142,24 +141,27 @@ def configure_compile(target: CompileTarget, tree: Path, jobs: int) -> None:
     out = target.build_dir
     out.mkdir(parents=True, exist_ok=True)
     fragment = target.fragment if target.fragment.exists() else None
-    log = out / "configure.log"
     kernel = build.Kernel(target.name, tree, out)
+
+    def make_config(step: str, *args: str) -> None:
+        build.run_make(kernel, _make(target, tree, jobs, list(args)), out / f"configure-{step}.log",
+                       f"{target.name}: {step}")
+
     if isinstance(target.base, Path):
         opener = lzma.open if target.base.suffix == ".xz" else open
         with opener(target.base, "rt") as config:
             text = config.read()
         (out / ".config").write_text(text + (fragment.read_text() if fragment else ""))
-        build.run_make(kernel, _make(target, tree, jobs, ["olddefconfig"]), log, f"{target.name}: config")
+        make_config("olddefconfig", "olddefconfig")
     elif target.base in ("allnoconfig", "allmodconfig"):
         allconfig = [f"KCONFIG_ALLCONFIG={fragment}"] if fragment else []
-        build.run_make(kernel, _make(target, tree, jobs, [*allconfig, target.base]), log,
-                       f"{target.name}: config")
+        make_config(target.base, *allconfig, target.base)
     else:
-        build.run_make(kernel, _make(target, tree, jobs, [target.base]), log, f"{target.name}: config")
+        make_config(target.base, target.base)
         if fragment:
             with (out / ".config").open("a") as config:
                 config.write(fragment.read_text())
-            build.run_make(kernel, _make(target, tree, jobs, ["olddefconfig"]), log, f"{target.name}: config")
+            make_config("olddefconfig", "olddefconfig")
     if fragment:
         final = kconfig.parse_config((out / ".config").read_text())
         dropped = kconfig.dropped_options(kconfig.parse_config(fragment.read_text()), final)
@@ -181,8 +183,9 @@ def compile_target(target: CompileTarget, tree: Path, jobs: int) -> CompileResul
     start = time.monotonic()
     configure_compile(target, tree, jobs)
     rev_range = f"{source.BASE_TAG}..HEAD"
-    dirs = touched_dirs(tree, rev_range, target.srcarch)
-    objects = [o for o in checks.touched_objects(tree, rev_range) if str(Path(o).parent) in dirs]
+    touched = checks.touched_objects(tree, rev_range)
+    dirs = touched_dirs(touched, target.srcarch)
+    objects = [o for o in touched if str(Path(o).parent) in dirs]
     for obj in objects:  # W=1 on an object already built would not recompile it
         (target.build_dir / obj).unlink(missing_ok=True)
     log = target.build_dir / "compile.log"
@@ -276,11 +279,12 @@ def check_configs(names: list[str], jobs: int | None = None) -> None:
         raise MeminitError(f"unknown target {', '.join(unknown)}: choose from "
                            f"{', '.join([*TARGETS, *COMPILE_TARGETS])}")
     tree = source.prepare_trees().series
+    jobs = jobs or os.cpu_count() or 1
     problems: list[str] = []
     compiled: list[CompileResult] = []
     for name in (n for n in names if n in COMPILE_TARGETS):
         try:
-            result = compile_target(COMPILE_TARGETS[name], tree, jobs or os.cpu_count() or 1)
+            result = compile_target(COMPILE_TARGETS[name], tree, jobs)
         except MeminitError as error:  # the other configs still tell what they can
             problems.append(f"{name}: {error}")
             continue
@@ -290,7 +294,7 @@ def check_configs(names: list[str], jobs: int | None = None) -> None:
         print(compile_matrix(compiled))
     for name in (n for n in names if n in TARGETS):
         target = TARGETS[name]
-        report = run_target(target, tree, jobs or os.cpu_count() or 1)
+        report = run_target(target, tree, jobs)
         skipped = [f"{c.suite}.{c.name}" for c in report.cases if c.status == "SKIP"]
         print(f"{name}: {sum(c.status == 'PASS' for c in report.cases)} passed, "
               f"{len(report.failed())} failed, {len(skipped)} skipped"

@@ -113,7 +113,7 @@ def cells(kernel: str, model: str, units: list[str], hogs: list[str], rounds: in
 def guest_script(kernel: str, model: str, units: list[str], hogs: list[str], rounds: int,
                  seconds: int, out_dir: Path, trace_us: int = 0) -> str:
     """Check the model and the pool, then run every cell; a unit needs the debugfs knob.
-    With trace_us, each cell stops at the first wakeup that late and keeps CPU 1's trace."""
+    With trace_us, each cell stops at the first wakeup that late and keeps the trace."""
     runs = "\n".join(f"cell {shlex.quote(c.stem)} {unit_pages(c.unit)} {c.hog}"
                      for c in cells(kernel, model, units, hogs, rounds))
     needs_knob = any(u != DEFAULT_UNIT for u in units)
@@ -179,11 +179,11 @@ cell() {{  # stem, unit pages (0: the kernel's choice), hog on/off
     cyclictest -m -q -p {PRIORITY} -a 1 -t 1 -i {INTERVAL_US} -D {seconds} -h {HISTOGRAM_US} \
         $breaktrace --json="$out/$1.json" > /dev/null
     touch "$stop"
-    # cyclictest -b turns tracing off when it breaks: then keep what the CPUs did
-    if [ "$trace_us" -gt 0 ] && [ "$(cat $T/tracing_on)" = 0 ]; then
-        cat $T/trace > "$out/$1.trace"
+    if [ "$trace_us" -gt 0 ]; then
+        # cyclictest -b turns tracing off when it breaks: then keep what the CPUs did
+        if [ "$(cat $T/tracing_on)" = 0 ]; then cat $T/trace > "$out/$1.trace"; fi
+        echo 0 > $T/tracing_on
     fi
-    [ "$trace_us" -gt 0 ] && echo 0 > $T/tracing_on
     wait "$loop_pid"
     if [ -n "$hog_pid" ]; then kill "$hog_pid"; wait "$hog_pid" || true; fi
     echo "$1 done" >&2

@@ -471,7 +471,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fault-latency scenario: memory writer on CPU 0, off and/or on (default off,on)")
     p.add_argument("--latency-trace", type=int, default=0, metavar="USEC",
                    help="fault-latency scenario, diagnostic: trace scheduler, IRQ and timer events "
-                        "and stop each cell at its first wakeup this late, keeping CPU 1's trace "
+                        "and stop each cell at its first wakeup this late, keeping the trace "
                         "and printing its longest silence (default 0: off)")
     p.add_argument("--timeout", type=int, default=1200, help="guest timeout in seconds")
     p.add_argument("-j", "--jobs", type=int, help="kernel build jobs (default: CPUs)")
