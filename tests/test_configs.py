@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from meminit import configs
+from meminit import configs, ktap
 
 
 def test_groups_expand_and_the_default_is_the_kunit_targets():
-    assert configs.expand_targets([]) == list(configs.TARGETS)
+    ci = [n for n, t in configs.TARGETS.items() if t.in_ci]
+    assert configs.expand_targets([]) == ci and "x86_64-kasan" not in ci
     assert configs.expand_targets(["compile"]) == list(configs.COMPILE_TARGETS)
     assert configs.expand_targets(["um", "all"])[0] == "um"
     assert len(configs.expand_targets(["all", "um"])) == len(configs.TARGETS) + len(configs.COMPILE_TARGETS)
@@ -34,3 +35,21 @@ def test_matrix_says_built_or_not_selected_per_config():
     row = next(line for line in lines if line.startswith("lib/x_kunit.o"))
     assert "not selected" in row and row.rstrip().endswith("built")
     assert lines[-1].split()[-2:] == ["61", "42"]
+
+
+def test_clang_targets_build_with_llvm_and_gcc_ones_with_their_cross_compiler(tmp_path):
+    kmsan = configs._make(configs.COMPILE_TARGETS["kmsan"], tmp_path, 2, ["mm/"])
+    assert "LLVM=-16" in kmsan and "CC=ccache clang-16" in kmsan
+    assert not any(a.startswith("CROSS_COMPILE") for a in kmsan)
+    riscv = configs._make(configs.COMPILE_TARGETS["riscv64"], tmp_path, 2, ["mm/"])
+    assert "CROSS_COMPILE=riscv64-linux-gnu-" in riscv and "CC=ccache riscv64-linux-gnu-gcc" in riscv
+    assert not any(a.startswith("LLVM") for a in riscv)
+
+
+def test_a_target_that_must_report_a_fallback_fails_without_the_skip():
+    target = configs.TARGETS["x86_64-kasan"]
+    passed = ktap.KunitReport(ok=True, summary="", cases=[
+        ktap.KunitCase(suite=s, name="x", status="PASS") for s in target.suites])
+    assert configs.check(target, passed, "    ok 1 zdm_fast_matches_slow\n") != []
+    skipped = f"    ok 1 zdm_fast_matches_slow # SKIP {target.fallback_reason}\n"
+    assert configs.check(target, passed, skipped) == []

@@ -11,7 +11,8 @@ mode, large enough (above the series' 1 GiB threshold) to be initialised by two 
 The guest has two NUMA nodes, and the pmem sits on the one without CPUs
 (vm.numa_pmem_layout), so the threaded init takes its helpers from another node.
 A second boot of the same kernel with preempt=none runs the KUnit suites once more, and
-a third runs a short soak (soak.py) of every scenario.
+a third runs a short soak (soak.py) of every scenario, and a fourth the fast subset of
+the kernel's own mm selftests (selftests.py).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from meminit import build, ktap, paths, report, scenarios, soak, vm
+from meminit import build, ktap, paths, report, scenarios, selftests, soak, vm
 
 pytestmark = pytest.mark.kernel
 
@@ -129,6 +130,15 @@ def short_soak(series_boot) -> soak.SoakOutcome:
     return outcome
 
 
+@pytest.fixture(scope="module")
+def fast_selftests(series_boot) -> list[selftests.Outcome]:
+    """The test command's subset of the mm selftests, built from the pristine tree."""
+    bin_dir = selftests.build_selftests(selftests.FAST, jobs=2)
+    return selftests.run_kernel(series_boot.kernel, selftests.FAST, bin_dir,
+                                series_boot.run_dir / "selftests", series_boot.accel,
+                                selftests.SelftestsRequest().hugetlb_pages)
+
+
 def test_guest_runs_our_kernel(series_boot):
     assert series_boot.result.exit_code == 0, series_boot.result.console
     uname = (series_boot.run_dir / "uname.txt").read_text().strip()
@@ -177,3 +187,11 @@ def test_short_soak_passes(short_soak):
     assert short_soak.hotplug not in ("0", "off", "failed"), short_soak.table
     for result in short_soak.results:
         assert result.injected and all(result.injected.values()), short_soak.table
+
+
+def test_fast_mm_selftests_pass(fast_selftests):
+    """Every program of the subset passes outright: a skip would hide what it checks."""
+    table = selftests.render({"debug": fast_selftests})
+    assert [o.status for o in fast_selftests] == ["PASS"] * len(selftests.FAST), table
+    # the programs that print KTAP ran cases, and kunit.py found them
+    assert sum(len(o.cases) for o in fast_selftests) > 0, table

@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "meminit.microbench",
     "meminit.fork",
     "meminit.soak",
+    "meminit.selftests",
 ]
 
 

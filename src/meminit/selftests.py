@@ -1,0 +1,382 @@
+"""`meminit selftests`: the kernel's own mm selftests on the base and series kernels.
+
+The binaries are built once from the pristine tree (work/linux-base) against its exported
+uapi headers, so both kernels run the very same programs. Each kernel boots once and
+runs the selection below in the guest, one program at a time under `timeout`, with the
+hugetlb pool run_vmtests.sh reserves. A program's KTAP is parsed with the kernel's own
+`kunit.py parse` (ktap.parse) for its case counts (khugepaged and uffd-unit-tests print
+none: their own one-line-per-check format is read instead); its exit code decides its
+result (kselftest: 0 pass, 4 skip). The series must pass every program and every case base
+passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from meminit import build, deps, ktap, paths, report, scenarios, source, vm
+from meminit.errors import MeminitError
+
+SELFTEST_DIR = "tools/testing/selftests/mm"
+BUILD_DIR = paths.BUILD_ROOT / "selftests-mm"
+KSFT_SKIP = 4
+TIMEOUT_EXIT = 124  # timeout(1), and 128 + SIGKILL if the program outlived -k
+KILLED_EXIT = 137
+# run_vmtests.sh's pool: 256 MiB of default-size huge pages (2 * CPUs pages for uffd
+# is less on any guest we boot)
+HUGETLB_POOL_BYTES = 256 << 20
+HUGEPAGE_BYTES = 2 << 20
+# Two 1 GiB pages reserved at boot, so cow and gup_longterm run their gigantic hugetlb
+# cases (a mapping and a dummy each), which fault folios the series clears in extents
+GIGANTIC_PAGES = 2
+GUEST_MEMORY = 6 << 30
+# Debian's 6.12 khugepaged.c returns KSFT_SKIP without including kselftest.h (a stable
+# backport's slip): define it as kselftest.h does, which an identical #define leaves alone
+EXTRA_CFLAGS = "-DKSFT_SKIP=4"
+# ksft_test_result_skip() prints "ok N # SKIP why", with no name, which kunit.py's result
+# line grammar does not take: such lines get a placeholder name before parsing
+NAMELESS_RESULT = re.compile(r"^(\s*(?:not )?ok \d+) #", re.MULTILINE)
+UNNAMED = "(unnamed)"
+
+
+@dataclass(frozen=True)
+class OwnFormat:
+    """A program's own result lines: `check` matches one with groups check, result (and
+    reason); `group` names the checks that follow; `skipped` is how it says it skipped
+    as a whole, where its exit code alone does not tell."""
+
+    check: re.Pattern[str]
+    statuses: dict[str, str]
+    group: re.Pattern[str] | None = None
+    skipped: str = ""
+
+
+OWN_FORMATS = {
+    # "Run test: collapse_full (khugepaged:anon)", then "Check... <colour>OK". khugepaged
+    # exits with its number of failed checks, so 4 failures would read as KSFT_SKIP.
+    "khugepaged": OwnFormat(
+        check=re.compile(r"^(?P<check>.*?)\.* \x1b\[3[123]m(?P<result>OK|Fail|Skip)\x1b\[0m$",
+                         re.MULTILINE),
+        statuses={"OK": "PASS", "Fail": "FAIL", "Skip": "SKIP"},
+        group=re.compile(r"^Run test: (?P<group>.+)$", re.MULTILINE),
+        skipped="Transparent Hugepages not available"),
+    # "Testing wp-fork on anon... done | skipped [reason: ...] | failed [reason: ...]", and
+    # "ERROR: ..." when a check aborts the program
+    "uffd": OwnFormat(
+        check=re.compile(r"^Testing (?P<check>.+?)\.\.\. (?P<result>done|skipped|failed|ERROR)"
+                         r"(?: \[reason: |: )?(?P<reason>.*?)\]?$", re.MULTILINE),
+        statuses={"done": "PASS", "skipped": "SKIP", "failed": "FAIL", "ERROR": "ERROR"}),
+}
+RESULT_LINE = re.compile(r"^(?:ok|not ok) \d+ .*?# SKIP\s*(?P<reason>.*)$|^1\.\.0 # SKIP\s*(?P<plan>.*)$",
+                         re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Selftest:
+    """One program run, as run_vmtests.sh runs it (its arguments included)."""
+
+    argv: tuple[str, ...]
+    timeout_s: int = 600
+    fast: bool = False  # in the test command's subset: quick under TCG and passing on the series
+    # the pool this program wants instead of the common one (set before it, restored after)
+    hugetlb_pages: int | None = None
+    # programs that print no KTAP but one line per check: OWN_FORMATS' key
+    own_format: str = ""
+
+    @property
+    def name(self) -> str:
+        return " ".join(self.argv)
+
+    @property
+    def binary(self) -> str:
+        return self.argv[0]
+
+    @property
+    def slug(self) -> str:
+        return re.sub(r"[^\w.-]+", "_", self.name).strip("_")
+
+
+# What faults, clears, splits, collapses or pins THP and hugetlb memory: everything the
+# series' huge page clearing (patches 13-15) reaches, and hugepage-vmemmap, which reads
+# the struct pages of a vmemmap-optimised hugetlb folio.
+SELFTESTS = (
+    Selftest(("hugepage-mmap",), fast=True),
+    Selftest(("hugepage-shm",)),
+    Selftest(("map_hugetlb",), fast=True),
+    Selftest(("hugepage-mremap",)),
+    Selftest(("hugepage-vmemmap",), fast=True),
+    Selftest(("hugetlb-madvise",), fast=True),
+    # as run_vmtests.sh runs it: "needs one and only one page"
+    Selftest(("hugetlb_fault_after_madv",), hugetlb_pages=1),
+    Selftest(("cow",), timeout_s=1800),
+    Selftest(("khugepaged",), timeout_s=1200, own_format="khugepaged"),
+    Selftest(("khugepaged", "-s", "2"), timeout_s=1200, own_format="khugepaged"),
+    # run_vmtests.sh's 20 s, on 256 MiB rather than half the guest: bounded in time
+    Selftest(("transhuge-stress", "-d", "20", "256"), fast=True),
+    # minutes under TCG on the debug kernel, most of them in pagecache cases that skip
+    # without a large-folio filesystem: not in the fast subset
+    Selftest(("split_huge_page_test",)),
+    Selftest(("uffd-unit-tests",), timeout_s=1200, own_format="uffd"),
+    Selftest(("gup_test", "-u"), fast=True),
+    Selftest(("gup_test", "-a")),
+    Selftest(("gup_test", "-ct", "-F", "0x1", "0", "19", "0x1000")),
+    Selftest(("gup_longterm",), timeout_s=1200),
+)
+FAST = tuple(t for t in SELFTESTS if t.fast)
+
+
+def select(names: list[str] | None) -> tuple[Selftest, ...]:
+    """The selftests whose program or full name is in `names` (all if None)."""
+    if not names:
+        return SELFTESTS
+    chosen = tuple(t for t in SELFTESTS if t.name in names or t.binary in names)
+    unknown = [n for n in names if not any(n in (t.name, t.binary) for t in SELFTESTS)]
+    if unknown:
+        raise MeminitError(f"unknown selftest {', '.join(unknown)}: choose from "
+                           f"{', '.join(sorted({t.binary for t in SELFTESTS}))}")
+    return chosen
+
+
+def build_selftests(tests: tuple[Selftest, ...], jobs: int) -> Path:
+    """Build the programs from the pristine tree; returns the directory holding them."""
+    deps.ensure(deps.KERNEL_BUILD)
+    tree = source.prepare_trees().base
+    BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    headers = BUILD_DIR / "headers"
+    kernel = build.Kernel("selftests", tree, headers)
+    build.run_make(kernel, ["make", "-C", str(tree), f"O={headers}", "headers_install"],
+                   BUILD_DIR / "headers.log", "selftests: uapi headers")
+    out = BUILD_DIR / "bin"
+    out.mkdir(exist_ok=True)
+    binaries = sorted({str(out / t.binary) for t in tests})
+    print(f"meminit: building {len(binaries)} mm selftests from {tree.name} into {out}",
+          file=sys.stderr, flush=True)
+    build.run_make(kernel, ["make", "-C", str(tree / SELFTEST_DIR), f"-j{jobs}", f"OUTPUT={out}",
+                            f"KHDR_INCLUDES=-isystem {headers / 'usr/include'}", f"EXTRA_CFLAGS={EXTRA_CFLAGS}",
+                            *binaries],
+                   BUILD_DIR / "build.log", "selftests: mm programs")
+    return out
+
+
+def guest_script(tests: tuple[Selftest, ...], bin_dir: Path, out_dir: Path, hugetlb_pages: int) -> str:
+    """Reserve the pool, then run each program with its output and exit code in out_dir."""
+    runs = "\n".join(f"run {t.slug} {t.timeout_s} {t.hugetlb_pages or hugetlb_pages} "
+                     f"{shlex.join([str(bin_dir / t.binary), *t.argv[1:]])}"
+                     for t in tests)
+    return f"""set -u
+out={shlex.quote(str(out_dir))}
+# a writable working directory: gup_longterm makes its "local tmpfile" there
+cd "$out"
+echo 3 > /proc/sys/vm/drop_caches
+echo {hugetlb_pages} > /proc/sys/vm/nr_hugepages
+for pool in /sys/kernel/mm/hugepages/hugepages-*; do
+    echo "${{pool##*-}}: $(cat "$pool/free_hugepages") free of $(cat "$pool/nr_hugepages")"
+done > "$out/hugetlb.txt"
+run() {{
+    slug=$1 limit=$2 pages=$3
+    shift 3
+    echo "$pages" > /proc/sys/vm/nr_hugepages
+    # as run_vmtests.sh does before each THP and hugetlb test: room for huge pages
+    echo 3 > /proc/sys/vm/drop_caches
+    echo 1 > /proc/sys/vm/compact_memory
+    echo "meminit-selftest $slug" > /dev/kmsg
+    start=$(date +%s.%N)
+    timeout -k 10 "$limit" "$@" > "$out/$slug.log" 2>&1
+    rc=$?
+    echo "$rc $start $(date +%s.%N)" > "$out/$slug.exit"
+}}
+{runs}
+"""
+
+
+@dataclass
+class Outcome:
+    test: str
+    status: str  # PASS, FAIL, SKIP, TIMEOUT, NOT RUN
+    exit_code: int | None = None
+    seconds: float = 0.0
+    # "N name" -> PASS/FAIL/SKIP/ERROR: numbered, as programs like cow repeat a name for
+    # every page size they test
+    cases: dict[str, str] = field(default_factory=dict)
+    skip_reasons: Counter[str] = field(default_factory=Counter)
+
+    def count(self, status: str) -> int:
+        return sum(1 for s in self.cases.values() if s == status)
+
+    @property
+    def cell(self) -> str:
+        if not self.cases:
+            return f"{self.status} ({self.seconds:.0f}s)" if self.exit_code is not None else self.status
+        fails = sum(1 for s in self.cases.values() if s not in ("PASS", "SKIP"))
+        return (f"{self.status} {self.count('PASS')}/{fails}/{self.count('SKIP')} "
+                f"({self.seconds:.0f}s)")
+
+
+def skip_reasons(output: str) -> Counter[str]:
+    """The reasons of skipped cases ("ok N name # SKIP why") and of a skipped plan."""
+    reasons: Counter[str] = Counter()
+    for m in RESULT_LINE.finditer(output):
+        reasons[(m.group("reason") or m.group("plan") or "no reason given").strip()] += 1
+    return reasons
+
+
+def own_cases(output: str, fmt: OwnFormat) -> tuple[dict[str, str], Counter[str]]:
+    """The checks of a program with its own format, numbered and named after their
+    group, and the reasons of the skipped ones."""
+    cases: dict[str, str] = {}
+    reasons: Counter[str] = Counter()
+    group = ""
+    for line in output.splitlines():
+        if fmt.group and (m := fmt.group.match(line)):
+            group = m.group("group") + ": "
+        elif m := fmt.check.match(line):
+            status = fmt.statuses[m.group("result")]
+            cases[f"{len(cases) + 1} {group}{m.group('check')}"] = status
+            if status == "SKIP":
+                reasons[m.groupdict().get("reason") or "no reason given"] += 1
+    return cases, reasons
+
+
+def status_of(exit_code: int, cases: dict[str, str], skipped: bool = True) -> str:
+    if exit_code in (TIMEOUT_EXIT, KILLED_EXIT):
+        return "TIMEOUT"
+    if exit_code == KSFT_SKIP and skipped:
+        return "SKIP"
+    if exit_code != 0 or any(s not in ("PASS", "SKIP") for s in cases.values()):
+        return "FAIL"
+    return "PASS"
+
+
+def collect(test: Selftest, out_dir: Path, kernel_src: Path) -> Outcome:
+    exit_file, log = out_dir / f"{test.slug}.exit", out_dir / f"{test.slug}.log"
+    if not exit_file.exists():
+        return Outcome(test.name, "NOT RUN")
+    code, start, end = exit_file.read_text().split()
+    output = log.read_text(errors="replace") if log.exists() else ""
+    cases: dict[str, str] = {}
+    skipped = int(code) == KSFT_SKIP
+    if test.own_format:
+        fmt = OWN_FORMATS[test.own_format]
+        cases, reasons = own_cases(output, fmt)
+        skipped = skipped and (not fmt.skipped or fmt.skipped in output)
+    else:
+        if re.search(r"^K?TAP version", output, re.MULTILINE):
+            parsed = ktap.parse(NAMELESS_RESULT.sub(rf"\1 {UNNAMED} #", output), kernel_src)
+            cases = {f"{i} {c.name}": c.status for i, c in enumerate(parsed.cases, 1)}
+        reasons = skip_reasons(output)
+    if skipped and not reasons:  # a program that skips without KTAP says why last
+        last = next((line for line in reversed(output.splitlines()) if line.strip()), "no output")
+        reasons[last.strip()] += 1
+    return Outcome(test.name, status_of(int(code), cases, skipped), int(code), float(end) - float(start),
+                   cases, reasons)
+
+
+def losses(base: list[Outcome], series: list[Outcome]) -> list[str]:
+    """What base passes and the series does not: whole programs, then single cases."""
+    problems = []
+    for b, s in zip(base, series):
+        if b.status == "PASS" and s.status != "PASS":
+            problems.append(f"{s.test}: base PASS, series {s.status}")
+        problems += [f"{s.test}: case '{case}' passes on base, {s.cases.get(case, 'missing')} on series"
+                     for case, status in b.cases.items()
+                     if status == "PASS" and s.cases.get(case) != "PASS"]
+    return problems
+
+
+def render(columns: dict[str, list[Outcome]]) -> str:
+    names = list(columns)
+    rows = [[outcomes[0].test, *(columns[n][i].cell for n in names)]
+            for i, outcomes in enumerate(zip(*columns.values()))]
+    lines = [report.render_table(["selftest", *names], rows),
+             "cells: result, then KTAP cases passed/failed/skipped where the program prints KTAP"]
+    for name in names:
+        for outcome in columns[name]:
+            for reason, count in outcome.skip_reasons.items():
+                lines.append(f"skip on {name}: {outcome.test}: {count} x {reason}")
+    return "\n".join(lines)
+
+
+def run_kernel(kernel: build.Kernel, tests: tuple[Selftest, ...], bin_dir: Path, run_dir: Path,
+               accel: str, hugetlb_pages: int) -> list[Outcome]:
+    """Boot `kernel` once and run `tests`; raises only if the guest itself failed."""
+    out_dir = run_dir / kernel.variant
+    out_dir.mkdir(parents=True, exist_ok=True)
+    script = out_dir / "selftests.sh"
+    script.write_text(guest_script(tests, bin_dir, out_dir, hugetlb_pages))
+    spec = vm.BootSpec(image=kernel.image, name=f"selftests-{kernel.variant}",
+                       script=f"bash {shlex.quote(str(script))}", memory_bytes=GUEST_MEMORY, cpus=2,
+                       append=[scenarios.SKIP_KUNIT, "hugepagesz=1G", f"hugepages={GIGANTIC_PAGES}"],
+                       timeout_s=300 + sum(t.timeout_s + 20 for t in tests))
+    scenarios.boot_script(spec, run_dir, accel)
+    return [collect(t, out_dir, kernel.src) for t in tests]
+
+
+@dataclass(frozen=True)
+class SelftestsRequest:
+    tests: tuple[Selftest, ...] = SELFTESTS
+    variants: tuple[str, ...] = ("base", "series")
+    accel: str = "auto"
+    hugetlb_pages: int = HUGETLB_POOL_BYTES // HUGEPAGE_BYTES
+
+
+def run(request: SelftestsRequest, jobs: int | None = None) -> tuple[Path, list[str]]:
+    """Build, boot each kernel, print the table; returns the run directory and the losses."""
+    deps.ensure(deps.GUEST)
+    kernels = build.build_variants(list(request.variants), jobs=jobs)
+    bin_dir = build_selftests(request.tests, jobs or 2)
+    run_dir = report.new_run_dir("selftests")
+    accel = vm.resolve_accel(request.accel, next(iter(kernels.values())).image, run_dir)
+    columns = {v: run_kernel(k, request.tests, bin_dir, run_dir, accel, request.hugetlb_pages)
+               for v, k in kernels.items()}
+    problems = losses(columns["base"], columns["series"]) if {"base", "series"} <= set(columns) else []
+    table = render(columns)
+    for variant in columns:  # what the pool got: a short one makes hugetlb programs skip
+        pool = (run_dir / variant / "hugetlb.txt").read_text().split("\n")
+        table += f"\nhugetlb pools on {variant} before the first program: " + ", ".join(line for line in pool if line)
+    (run_dir / "table.txt").write_text(table + "\n")
+    report.write_json(run_dir, {
+        "kind": "selftests", "accel": accel, "hugetlb_pages": request.hugetlb_pages,
+        "kernels": {v: k.release for v, k in kernels.items()},
+        "source_version": source.source_version(), "series_commit": source.series_commit(),
+        "results": {v: [{**o.__dict__, "skip_reasons": dict(o.skip_reasons)} for o in outcomes]
+                    for v, outcomes in columns.items()},
+        "problems": problems,
+    })
+    print(table)
+    print(f"results: {run_dir / 'result.json'}", file=sys.stderr)
+    return run_dir, problems
+
+
+def _cmd_selftests(args: argparse.Namespace) -> int:
+    request = SelftestsRequest(tests=FAST if args.fast else select(args.test),
+                               variants=tuple(args.kernel or ("base", "series")),
+                               accel=args.accel, hugetlb_pages=args.hugetlb_pages)
+    _, problems = run(request, args.jobs)
+    if problems:
+        raise MeminitError("the series loses selftests base passes:\n  " + "\n  ".join(problems))
+    print("selftests: the series passes everything base passes")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("selftests", help="the kernel's mm selftests (THP, hugetlb, COW, uffd, GUP) "
+                                         "on base and series, side by side")
+    p.add_argument("test", nargs="*", help="programs to run (default: all of them: "
+                                           f"{', '.join(sorted({t.binary for t in SELFTESTS}))})")
+    p.add_argument("--fast", action="store_true",
+                   help=f"only the test command's subset ({', '.join(t.name for t in FAST)})")
+    p.add_argument("--kernel", action="append", choices=["base", "series", "debug"],
+                   help="kernel to run them on (repeatable; default: base and series)")
+    p.add_argument("--hugetlb-pages", type=int, default=HUGETLB_POOL_BYTES // HUGEPAGE_BYTES,
+                   help="default-size huge pages reserved first (default: 256 MiB worth, "
+                        "as run_vmtests.sh)")
+    p.add_argument("-j", "--jobs", type=int, help="build jobs (default: CPUs)")
+    p.add_argument("--accel", choices=["auto", "kvm", "tcg"], default="auto",
+                   help="QEMU accelerator (default: KVM if a trial guest boots, else TCG)")
+    p.set_defaults(func=_cmd_selftests)

@@ -1,0 +1,147 @@
+"""The mm selftests' results: exit codes, KTAP cases (through kunit.py) and skip reasons."""
+
+from pathlib import Path
+
+import pytest
+
+from meminit import selftests
+from meminit.errors import MeminitError
+
+# kselftest.h's output, as cow prints it: a plan, results, a skip with its reason
+COW_LIKE = """\
+TAP version 13
+# [INFO] detected THP size: 2048 KiB
+1..3
+# [RUN] Basic COW after fork() ... with base page
+ok 1 No leak from parent into child
+# [RUN] Basic COW after fork() ... with THP
+ok 2 No leak from parent into child
+# [RUN] Basic COW after fork() ... with hugetlb (1048576 kB)
+ok 3 # SKIP need more free huge pages
+# Totals: pass:2 fail:0 xfail:0 xpass:0 skip:1 error:0
+"""
+
+
+def write_run(tmp_path: Path, test: selftests.Selftest, output: str, code: int) -> Path:
+    (tmp_path / f"{test.slug}.log").write_text(output)
+    (tmp_path / f"{test.slug}.exit").write_text(f"{code} 100.0 112.5\n")
+    return tmp_path
+
+
+COW = selftests.Selftest(("cow",))
+
+
+def test_a_passing_ktap_program_counts_its_cases(tmp_path, kernel_trees):
+    outcome = selftests.collect(COW, write_run(tmp_path, COW, COW_LIKE, 0), kernel_trees.base)
+    assert outcome.status == "PASS" and outcome.seconds == 12.5
+    assert (outcome.count("PASS"), outcome.count("SKIP")) == (2, 1)
+    assert outcome.skip_reasons == {"need more free huge pages": 1}
+    assert outcome.cell == "PASS 2/0/1 (12s)"
+
+
+def test_a_failed_case_fails_the_program_even_if_it_exits_0(tmp_path, kernel_trees):
+    broken = COW_LIKE.replace("ok 2 No leak", "not ok 2 No leak")
+    outcome = selftests.collect(COW, write_run(tmp_path, COW, broken, 0), kernel_trees.base)
+    assert outcome.status == "FAIL"
+    # cases are numbered: cow names many of them alike
+    assert outcome.cases == {"1 No leak from parent into child": "PASS",
+                             "2 No leak from parent into child": "FAIL", "3 (unnamed)": "SKIP"}
+
+
+def test_a_program_without_ktap_is_judged_by_its_exit_code(tmp_path, kernel_trees):
+    test = selftests.Selftest(("khugepaged",))
+    skipped = selftests.collect(test, write_run(tmp_path, test, "Transparent Hugepages not available\n",
+                                                selftests.KSFT_SKIP), kernel_trees.base)
+    assert skipped.status == "SKIP" and not skipped.cases
+    assert skipped.skip_reasons == {"Transparent Hugepages not available": 1}
+    timed_out = selftests.collect(test, write_run(tmp_path, test, "", selftests.TIMEOUT_EXIT),
+                                  kernel_trees.base)
+    assert timed_out.status == "TIMEOUT"
+    assert selftests.collect(test, write_run(tmp_path, test, "x\n", 1), kernel_trees.base).status == "FAIL"
+
+
+def test_a_program_the_guest_never_reached_is_not_run(tmp_path, kernel_trees):
+    assert selftests.collect(COW, tmp_path, kernel_trees.base).status == "NOT RUN"
+
+
+def outcome(status: str, **cases: str) -> selftests.Outcome:
+    return selftests.Outcome("cow", status, 0, 1.0, dict(cases))
+
+
+def test_losses_name_programs_and_cases_base_passes_and_the_series_does_not():
+    assert selftests.losses([outcome("PASS", a="PASS")], [outcome("PASS", a="PASS")]) == []
+    # failing on both is listed in the table, not a loss
+    assert selftests.losses([outcome("FAIL", a="FAIL")], [outcome("FAIL", a="FAIL")]) == []
+    assert selftests.losses([outcome("PASS")], [outcome("FAIL")]) == ["cow: base PASS, series FAIL"]
+    lost = selftests.losses([outcome("FAIL", a="PASS", b="FAIL")], [outcome("FAIL", b="FAIL")])
+    assert lost == ["cow: case 'a' passes on base, missing on series"]
+
+
+def test_the_table_shows_both_kernels_and_every_skip_reason():
+    base = selftests.Outcome("cow", "PASS", 0, 3.0, {"a": "PASS", "b": "SKIP"}, selftests.Counter({"why": 1}))
+    series = selftests.Outcome("cow", "FAIL", 1, 4.0, {"a": "FAIL", "b": "SKIP"})
+    table = selftests.render({"base": [base], "series": [series]})
+    assert "PASS 1/0/1 (3s)" in table and "FAIL 0/1/1 (4s)" in table
+    assert "skip on base: cow: 1 x why" in table
+
+
+def test_selection_by_program_or_full_name():
+    assert {t.name for t in selftests.select(["khugepaged"])} == {"khugepaged", "khugepaged -s 2"}
+    assert [t.name for t in selftests.select(["khugepaged -s 2"])] == ["khugepaged -s 2"]
+    with pytest.raises(MeminitError, match="unknown selftest nope"):
+        selftests.select(["nope"])
+
+
+def test_the_guest_script_bounds_every_program_and_keeps_its_output(tmp_path):
+    script = selftests.guest_script(selftests.FAST, Path("/bin"), tmp_path, 128)
+    assert "echo 128 > /proc/sys/vm/nr_hugepages" in script
+    for test in selftests.FAST:
+        assert f"run {test.slug} {test.timeout_s} 128 /bin/{test.binary}" in script
+    # a program that wants its own pool gets it
+    lone = selftests.select(["hugetlb_fault_after_madv"])
+    assert "run hugetlb_fault_after_madv 600 1 /bin/hugetlb_fault_after_madv" in \
+        selftests.guest_script(lone, Path("/bin"), tmp_path, 128)
+
+
+KHUGEPAGED = """\
+Save THP and khugepaged settings... \x1b[32mOK\x1b[0m
+
+Run test: collapse_full (khugepaged:anon)
+Collapse multiple fully populated PTE table.... \x1b[32mOK\x1b[0m
+
+Run test: collapse_swapin_single_pte (khugepaged:anon)
+Swapout one page... \x1b[31mFail\x1b[0m
+Swapout one page... \x1b[33mSkip\x1b[0m
+"""
+
+
+def test_khugepaged_exit_code_counts_failures_so_its_own_lines_decide(tmp_path, kernel_trees):
+    test = selftests.Selftest(("khugepaged",), own_format="khugepaged")
+    # 4 failed checks exit 4, which is not a skip
+    outcome = selftests.collect(test, write_run(tmp_path, test, KHUGEPAGED, 4), kernel_trees.base)
+    assert outcome.status == "FAIL"
+    assert outcome.cases == {
+        "1 Save THP and khugepaged settings": "PASS",
+        "2 collapse_full (khugepaged:anon): Collapse multiple fully populated PTE table": "PASS",
+        "3 collapse_swapin_single_pte (khugepaged:anon): Swapout one page": "FAIL",
+        "4 collapse_swapin_single_pte (khugepaged:anon): Swapout one page": "SKIP"}
+    no_thp = selftests.collect(test, write_run(tmp_path, test, selftests.OWN_FORMATS["khugepaged"].skipped + "\n", 4),
+                               kernel_trees.base)
+    assert no_thp.status == "SKIP"
+
+
+UFFD = """\
+Testing UFFDIO_API (with syscall)... done
+Testing wp-fork-pin on anon... skipped [reason: Possibly CONFIG_GUP_TEST missing or unprivileged]
+Testing minor on shmem... failed [reason: stats check error]
+Testing events on anon... ERROR: UFFDIO_COPY error: -2 (errno=2, @uffd-common.c:617)
+"""
+
+
+def test_uffd_checks_and_the_error_that_aborts_them_are_cases(tmp_path, kernel_trees):
+    test = selftests.Selftest(("uffd-unit-tests",), own_format="uffd")
+    outcome = selftests.collect(test, write_run(tmp_path, test, UFFD, 1), kernel_trees.base)
+    assert outcome.status == "FAIL"
+    assert outcome.cases == {"1 UFFDIO_API (with syscall)": "PASS", "2 wp-fork-pin on anon": "SKIP",
+                             "3 minor on shmem": "FAIL", "4 events on anon": "ERROR"}
+    assert outcome.skip_reasons == {"Possibly CONFIG_GUP_TEST missing or unprivileged": 1}
