@@ -171,3 +171,5 @@ def test_a_loss_that_does_not_repeat_on_the_recheck_is_flaky_not_lost():
     again = ["khugepaged -s 2: check '3 y' passes on base, FAIL on series"]
     assert selftests.recheck_verdict(first, again, tests) == ["uffd-unit-tests"]
     assert selftests.recheck_verdict(first, first, tests) == []
+    assert selftests.flaky_line("uffd-unit-tests", first, tests) == (
+        "uffd-unit-tests: base PASS, series FAIL and 1 more, in the first run only: the recheck lost nothing")

@@ -325,6 +325,13 @@ def recheck_verdict(first: list[str], again: list[str], tests: tuple[Selftest, .
                               if program_of(p, tests).name not in lost_again))
 
 
+def flaky_line(name: str, first: list[str], tests: tuple[Selftest, ...]) -> str:
+    """What a flaky program lost in the first run: its first loss and how many more."""
+    lost = [p for p in first if program_of(p, tests).name == name]
+    more = f" and {len(lost) - 1} more" if len(lost) > 1 else ""
+    return f"{lost[0]}{more}, in the first run only: the recheck lost nothing"
+
+
 def render(columns: dict[str, list[Outcome]]) -> str:
     names = list(columns)
     rows = [[outcomes[0].test, *(columns[n][i].cell for n in names)]
@@ -391,9 +398,7 @@ def run(request: SelftestsRequest, jobs: int | None = None) -> tuple[Path, list[
         again = judge(rechecked)
         flaky = recheck_verdict(problems, again, request.tests)
         table += ("\n\nrecheck of what the series lost, on both kernels:\n" + render(rechecked)
-                  + "".join(f"\nflaky: {name}: lost on the series once, not on the recheck"
-                            f" ({', '.join(p for p in problems if program_of(p, request.tests).name == name)})"
-                            for name in flaky))
+                  + "".join(f"\nflaky: {flaky_line(name, problems, request.tests)}" for name in flaky))
         problems = again
     for variant in columns:  # what the pool got: a short one makes hugetlb programs skip
         pool = (run_dir / variant / "hugetlb.txt").read_text().split("\n")
