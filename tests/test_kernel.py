@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from meminit import build, ktap, paths, report, scenarios, selftests, soak, vm
+from meminit import build, ktap, paths, report, scenarios, selftest_results, selftests, soak, vm
 
 pytestmark = pytest.mark.kernel
 
@@ -131,7 +131,7 @@ def short_soak(series_boot) -> soak.SoakOutcome:
 
 
 @pytest.fixture(scope="module")
-def fast_selftests(series_boot) -> list[selftests.Outcome]:
+def fast_selftests(series_boot) -> list[selftest_results.Outcome]:
     """The test command's subset of the mm selftests, built from the pristine tree."""
     bin_dir = selftests.build_selftests(selftests.FAST, jobs=2)
     return selftests.run_kernel(series_boot.kernel, selftests.FAST, bin_dir,
@@ -191,7 +191,7 @@ def test_short_soak_passes(short_soak):
 
 def test_fast_mm_selftests_pass(fast_selftests):
     """Every program of the subset passes outright: a skip would hide what it checks."""
-    table = selftests.render({"debug": fast_selftests})
+    table = selftest_results.render({"debug": fast_selftests})
     assert [o.status for o in fast_selftests] == ["PASS"] * len(selftests.FAST), table
     # the programs that print KTAP ran cases, and kunit.py found them
     assert sum(len(o.cases) for o in fast_selftests) > 0, table

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from meminit import selftest_results as results
 from meminit import selftests
 from meminit.errors import MeminitError
 
@@ -55,10 +56,10 @@ def test_a_failed_case_fails_the_program_even_if_it_exits_0(tmp_path, kernel_tre
 def test_a_program_without_ktap_is_judged_by_its_exit_code(tmp_path, kernel_trees):
     test = selftests.Selftest(("khugepaged",))
     skipped = selftests.collect(test, write_run(tmp_path, test, "Transparent Hugepages not available\n",
-                                                selftests.KSFT_SKIP), kernel_trees.base)
+                                                results.KSFT_SKIP), kernel_trees.base)
     assert skipped.status == "SKIP" and not skipped.cases
     assert skipped.skip_reasons == {"Transparent Hugepages not available": 1}
-    timed_out = selftests.collect(test, write_run(tmp_path, test, "", selftests.TIMEOUT_EXIT),
+    timed_out = selftests.collect(test, write_run(tmp_path, test, "", results.TIMEOUT_EXIT),
                                   kernel_trees.base)
     assert timed_out.status == "TIMEOUT"
     assert selftests.collect(test, write_run(tmp_path, test, "x\n", 1), kernel_trees.base).status == "FAIL"
@@ -68,30 +69,30 @@ def test_a_program_the_guest_never_reached_is_not_run(tmp_path, kernel_trees):
     assert selftests.collect(COW, tmp_path, kernel_trees.base).status == "NOT RUN"
 
 
-def outcome(status: str, **cases: str) -> selftests.Outcome:
-    return selftests.Outcome("cow", status, 0, 1.0, dict(cases))
+def outcome(status: str, **cases: str) -> results.Outcome:
+    return results.Outcome("cow", status, 0, 1.0, dict(cases))
 
 
 def test_losses_name_programs_and_cases_base_passes_and_the_series_does_not():
-    assert selftests.losses([outcome("PASS", a="PASS")], [outcome("PASS", a="PASS")]) == []
+    assert results.losses([outcome("PASS", a="PASS")], [outcome("PASS", a="PASS")]) == []
     # failing on both is listed in the table, not a loss
-    assert selftests.losses([outcome("FAIL", a="FAIL")], [outcome("FAIL", a="FAIL")]) == []
-    assert selftests.losses([outcome("PASS")], [outcome("FAIL")]) == ["cow: base PASS, series FAIL"]
-    lost = selftests.losses([outcome("FAIL", a="PASS", b="FAIL")], [outcome("FAIL", b="FAIL")])
+    assert results.losses([outcome("FAIL", a="FAIL")], [outcome("FAIL", a="FAIL")]) == []
+    assert results.losses([outcome("PASS")], [outcome("FAIL")]) == ["cow: base PASS, series FAIL"]
+    lost = results.losses([outcome("FAIL", a="PASS", b="FAIL")], [outcome("FAIL", b="FAIL")])
     assert lost == ["cow: check 'a' passes on base, missing on series"]
     # checks are matched by number: cow names a check after its outcome
-    named = selftests.losses([outcome("PASS", **{"7 No leak": "PASS"})],
+    named = results.losses([outcome("PASS", **{"7 No leak": "PASS"})],
                              [outcome("PASS", **{"7 Leak": "FAIL"})])
     assert named == ["cow: check '7 No leak' passes on base, FAIL on series"]
     # what the program marks as an expected failure is not a loss
-    assert selftests.losses([outcome("PASS", **{"7 No leak": "PASS"})],
+    assert results.losses([outcome("PASS", **{"7 No leak": "PASS"})],
                             [outcome("PASS", **{"7 (unnamed)": "XFAIL"})]) == []
 
 
 def test_the_table_shows_both_kernels_and_every_skip_reason():
-    base = selftests.Outcome("cow", "PASS", 0, 3.0, {"a": "PASS", "b": "SKIP"}, selftests.Counter({"why": 1}))
-    series = selftests.Outcome("cow", "FAIL", 1, 4.0, {"a": "FAIL", "b": "SKIP"})
-    table = selftests.render({"base": [base], "series": [series]})
+    base = results.Outcome("cow", "PASS", 0, 3.0, {"a": "PASS", "b": "SKIP"}, results.Counter({"why": 1}))
+    series = results.Outcome("cow", "FAIL", 1, 4.0, {"a": "FAIL", "b": "SKIP"})
+    table = results.render({"base": [base], "series": [series]})
     assert "PASS 1/0/1 (3s)" in table and "FAIL 0/1/1 (4s)" in table
     assert "skip on base: cow: 1 x why" in table
 
@@ -136,7 +137,7 @@ def test_khugepaged_exit_code_counts_failures_so_its_own_lines_decide(tmp_path, 
         "2 collapse_full (khugepaged:anon): Collapse multiple fully populated PTE table": "PASS",
         "3 collapse_swapin_single_pte (khugepaged:anon): Swapout one page": "FAIL",
         "4 collapse_swapin_single_pte (khugepaged:anon): Swapout one page": "SKIP"}
-    no_thp = selftests.collect(test, write_run(tmp_path, test, selftests.OWN_FORMATS["khugepaged"].skipped + "\n", 4),
+    no_thp = selftests.collect(test, write_run(tmp_path, test, results.OWN_FORMATS["khugepaged"].skipped + "\n", 4),
                                kernel_trees.base)
     assert no_thp.status == "SKIP"
 
@@ -159,17 +160,17 @@ def test_uffd_checks_and_the_error_that_aborts_them_are_cases(tmp_path, kernel_t
 
 
 def test_a_kernel_run_alone_fails_on_any_failure_as_it_has_nothing_to_compare_with():
-    assert selftests.judge({"base": [outcome("FAIL")], "series": [outcome("FAIL")]}) == []
-    assert selftests.judge({"debug": [outcome("PASS"), outcome("SKIP")]}) == []
-    assert selftests.judge({"debug": [outcome("TIMEOUT")]}) == ["cow: TIMEOUT on debug"]
+    assert results.judge({"base": [outcome("FAIL")], "series": [outcome("FAIL")]}) == []
+    assert results.judge({"debug": [outcome("PASS"), outcome("SKIP")]}) == []
+    assert results.judge({"debug": [outcome("TIMEOUT")]}) == ["cow: TIMEOUT on debug"]
 
 
 def test_a_loss_that_does_not_repeat_on_the_recheck_is_flaky_not_lost():
-    tests = selftests.select(["uffd-unit-tests", "khugepaged"])
+    names = [t.name for t in selftests.select(["uffd-unit-tests", "khugepaged"])]
     first = ["uffd-unit-tests: base PASS, series FAIL", "uffd-unit-tests: check '52 x' passes on base, ERROR on series",
              "khugepaged -s 2: check '3 y' passes on base, FAIL on series"]
     again = ["khugepaged -s 2: check '3 y' passes on base, FAIL on series"]
-    assert selftests.recheck_verdict(first, again, tests) == ["uffd-unit-tests"]
-    assert selftests.recheck_verdict(first, first, tests) == []
-    assert selftests.flaky_line("uffd-unit-tests", first, tests) == (
+    assert results.recheck_verdict(first, again, names) == ["uffd-unit-tests"]
+    assert results.recheck_verdict(first, first, names) == []
+    assert results.flaky_line("uffd-unit-tests", first, names) == (
         "uffd-unit-tests: base PASS, series FAIL and 1 more, in the first run only: the recheck lost nothing")

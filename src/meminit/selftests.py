@@ -3,11 +3,9 @@
 The binaries are built once from the pristine tree (work/linux-base) against its exported
 uapi headers, so both kernels run the very same programs. Each kernel boots once and
 runs the selection below in the guest, one program at a time under `timeout`, with the
-hugetlb pool run_vmtests.sh reserves. A program's KTAP is parsed with the kernel's own
-`kunit.py parse` (ktap.parse) for its case counts (khugepaged and uffd-unit-tests print
-none: their own one-line-per-check format is read instead); its exit code decides its
-result (kselftest: 0 pass, 4 skip). The series must pass every program and every case base
-passes.
+hugetlb pool run_vmtests.sh reserves. What each program's output and exit code
+say is selftest_results' concern; the series must pass every program and every check
+base passes, on a recheck too.
 """
 
 from __future__ import annotations
@@ -16,18 +14,14 @@ import argparse
 import re
 import shlex
 import sys
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import build, deps, ktap, paths, report, scenarios, source, vm
+from meminit import build, deps, paths, report, scenarios, selftest_results as results, source, vm
 from meminit.errors import MeminitError
 
 SELFTEST_DIR = "tools/testing/selftests/mm"
 BUILD_DIR = paths.BUILD_ROOT / "selftests-mm"
-KSFT_SKIP = 4
-TIMEOUT_EXIT = 124  # timeout(1), and 128 + SIGKILL if the program outlived -k
-KILLED_EXIT = 137
 # run_vmtests.sh's pool: 256 MiB of default-size huge pages (2 * CPUs pages for uffd
 # is less on any guest we boot)
 HUGETLB_POOL_BYTES = 256 << 20
@@ -39,48 +33,6 @@ GUEST_MEMORY = 6 << 30
 # Debian's 6.12 khugepaged.c returns KSFT_SKIP without including kselftest.h (a stable
 # backport's slip): define it as kselftest.h does, which an identical #define leaves alone
 EXTRA_CFLAGS = "-DKSFT_SKIP=4"
-# ksft_test_result_skip() prints "ok N # SKIP why", with no name, which kunit.py's result
-# line grammar does not take: such lines get a placeholder name before parsing
-NAMELESS_RESULT = re.compile(r"^(\s*(?:not )?ok \d+) #", re.MULTILINE)
-UNNAMED = "(unnamed)"
-# kunit.py reads "ok N # XFAIL why" as a pass; the program says the check is known to
-# fail there (cow's hugetlb vmsplice cases), so it is kept apart
-XFAIL_LINE = re.compile(r"^ok (?P<number>\d+) .*# XFAIL", re.MULTILINE)
-FAILED = ("FAIL", "ERROR")
-
-
-@dataclass(frozen=True)
-class OwnFormat:
-    """A program's own result lines: `check` matches one with groups check, result (and
-    reason); `group` names the checks that follow; `skipped` is how it says it skipped
-    as a whole, where its exit code alone does not tell."""
-
-    check: re.Pattern[str]
-    statuses: dict[str, str]
-    group: re.Pattern[str] | None = None
-    skipped: str = ""
-
-
-OWN_FORMATS = {
-    # "Run test: collapse_full (khugepaged:anon)", then "Check... <colour>OK". khugepaged
-    # exits with its number of failed checks, so 4 failures would read as KSFT_SKIP.
-    "khugepaged": OwnFormat(
-        check=re.compile(r"^(?P<check>.*?)\.* \x1b\[3[123]m(?P<result>OK|Fail|Skip)\x1b\[0m$",
-                         re.MULTILINE),
-        statuses={"OK": "PASS", "Fail": "FAIL", "Skip": "SKIP"},
-        group=re.compile(r"^Run test: (?P<group>.+)$", re.MULTILINE),
-        skipped="Transparent Hugepages not available"),
-    # "Testing wp-fork on anon... done | skipped [reason: ...] | failed [reason: ...]", and
-    # "ERROR: ..." when a check aborts the program
-    "uffd": OwnFormat(
-        check=re.compile(r"^Testing (?P<check>.+?)\.\.\. (?P<result>done|skipped|failed|ERROR)"
-                         r"(?: \[reason: |: )?(?P<reason>.*?)\]?$", re.MULTILINE),
-        statuses={"done": "PASS", "skipped": "SKIP", "failed": "FAIL", "ERROR": "ERROR"}),
-}
-RESULT_LINE = re.compile(r"^(?:ok|not ok) \d+ .*?# SKIP\s*(?P<reason>.*)$|^1\.\.0 # SKIP\s*(?P<plan>.*)$",
-                         re.MULTILINE)
-
-
 @dataclass(frozen=True)
 class Selftest:
     """One program run, as run_vmtests.sh runs it (its arguments included)."""
@@ -201,152 +153,18 @@ run() {{
 """
 
 
-@dataclass
-class Outcome:
-    test: str
-    status: str  # PASS, FAIL, SKIP, TIMEOUT, NOT RUN
-    exit_code: int | None = None
-    seconds: float = 0.0
-    # "N name" -> PASS/FAIL/SKIP/ERROR: numbered, as programs like cow repeat a name for
-    # every page size they test
-    cases: dict[str, str] = field(default_factory=dict)
-    skip_reasons: Counter[str] = field(default_factory=Counter)
-
-    def count(self, status: str) -> int:
-        return sum(1 for s in self.cases.values() if s == status)
-
-    @property
-    def cell(self) -> str:
-        if not self.cases:
-            return f"{self.status} ({self.seconds:.0f}s)" if self.exit_code is not None else self.status
-        fails = sum(1 for s in self.cases.values() if s not in ("PASS", "SKIP", "XFAIL"))
-        xfail = f" +{self.count('XFAIL')} xfail" if self.count("XFAIL") else ""
-        return (f"{self.status} {self.count('PASS')}/{fails}/{self.count('SKIP')}{xfail} "
-                f"({self.seconds:.0f}s)")
-
-
-def skip_reasons(output: str) -> Counter[str]:
-    """The reasons of skipped cases ("ok N name # SKIP why") and of a skipped plan."""
-    reasons: Counter[str] = Counter()
-    for m in RESULT_LINE.finditer(output):
-        reasons[(m.group("reason") or m.group("plan") or "no reason given").strip()] += 1
-    return reasons
-
-
-def own_cases(output: str, fmt: OwnFormat) -> tuple[dict[str, str], Counter[str]]:
-    """The checks of a program with its own format, numbered and named after their
-    group, and the reasons of the skipped ones."""
-    cases: dict[str, str] = {}
-    reasons: Counter[str] = Counter()
-    group = ""
-    for line in output.splitlines():
-        if fmt.group and (m := fmt.group.match(line)):
-            group = m.group("group") + ": "
-        elif m := fmt.check.match(line):
-            status = fmt.statuses[m.group("result")]
-            cases[f"{len(cases) + 1} {group}{m.group('check')}"] = status
-            if status == "SKIP":
-                reasons[m.groupdict().get("reason") or "no reason given"] += 1
-    return cases, reasons
-
-
-def status_of(exit_code: int, cases: dict[str, str], skipped: bool = True) -> str:
-    if exit_code in (TIMEOUT_EXIT, KILLED_EXIT):
-        return "TIMEOUT"
-    if exit_code == KSFT_SKIP and skipped:
-        return "SKIP"
-    if exit_code != 0 or any(s not in ("PASS", "SKIP", "XFAIL") for s in cases.values()):
-        return "FAIL"
-    return "PASS"
-
-
-def collect(test: Selftest, out_dir: Path, kernel_src: Path) -> Outcome:
+def collect(test: Selftest, out_dir: Path, kernel_src: Path) -> results.Outcome:
     exit_file, log = out_dir / f"{test.slug}.exit", out_dir / f"{test.slug}.log"
     if not exit_file.exists():
-        return Outcome(test.name, "NOT RUN")
+        return results.Outcome(test.name, "NOT RUN")
     code, start, end = exit_file.read_text().split()
     output = log.read_text(errors="replace") if log.exists() else ""
-    cases: dict[str, str] = {}
-    skipped = int(code) == KSFT_SKIP
-    if test.own_format:
-        fmt = OWN_FORMATS[test.own_format]
-        cases, reasons = own_cases(output, fmt)
-        skipped = skipped and (not fmt.skipped or fmt.skipped in output)
-    else:
-        if re.search(r"^K?TAP version", output, re.MULTILINE):
-            parsed = ktap.parse(NAMELESS_RESULT.sub(rf"\1 {UNNAMED} #", output), kernel_src)
-            xfail = {int(m.group("number")) for m in XFAIL_LINE.finditer(output)}
-            cases = {f"{i} {c.name}": "XFAIL" if i in xfail else c.status
-                     for i, c in enumerate(parsed.cases, 1)}
-        reasons = skip_reasons(output)
-    if skipped and not reasons:  # a program that skips without KTAP says why last
-        last = next((line for line in reversed(output.splitlines()) if line.strip()), "no output")
-        reasons[last.strip()] += 1
-    return Outcome(test.name, status_of(int(code), cases, skipped), int(code), float(end) - float(start),
-                   cases, reasons)
-
-
-def losses(base: list[Outcome], series: list[Outcome]) -> list[str]:
-    """What base passes and the series does not: whole programs, then single checks,
-    matched by number (a program may name a check after its outcome). A check the
-    series' run marks XFAIL is one the program expects may fail: not a loss."""
-    problems = []
-    for b, s in zip(base, series):
-        if b.status == "PASS" and s.status != "PASS":
-            problems.append(f"{s.test}: base PASS, series {s.status}")
-        theirs = {case.split(" ", 1)[0]: (case, status) for case, status in s.cases.items()}
-        for case, status in b.cases.items():
-            _, got = theirs.get(case.split(" ", 1)[0], (case, "missing"))
-            if status == "PASS" and got not in ("PASS", "XFAIL"):
-                problems.append(f"{s.test}: check '{case}' passes on base, {got} on series")
-    return problems
-
-
-def judge(columns: dict[str, list[Outcome]]) -> list[str]:
-    """Base beside the series: what the series loses. Any other set of kernels has
-    nothing to be compared with, so every program that did not pass or skip counts."""
-    if set(columns) == {"base", "series"}:
-        return losses(columns["base"], columns["series"])
-    return [f"{o.test}: {o.status} on {kernel}" for kernel, outcomes in columns.items()
-            for o in outcomes if o.status not in ("PASS", "SKIP")]
-
-
-RECHECK = "-recheck"
-
-
-def program_of(problem: str, tests: tuple[Selftest, ...]) -> Selftest:
-    return next(t for t in tests if problem.startswith(t.name + ":"))
-
-
-def recheck_verdict(first: list[str], again: list[str], tests: tuple[Selftest, ...]) -> list[str]:
-    """The programs lost in the first run whose recheck lost nothing: flaky, not lost."""
-    lost_again = {program_of(p, tests).name for p in again}
-    return list(dict.fromkeys(program_of(p, tests).name for p in first
-                              if program_of(p, tests).name not in lost_again))
-
-
-def flaky_line(name: str, first: list[str], tests: tuple[Selftest, ...]) -> str:
-    """What a flaky program lost in the first run: its first loss and how many more."""
-    lost = [p for p in first if program_of(p, tests).name == name]
-    more = f" and {len(lost) - 1} more" if len(lost) > 1 else ""
-    return f"{lost[0]}{more}, in the first run only: the recheck lost nothing"
-
-
-def render(columns: dict[str, list[Outcome]]) -> str:
-    names = list(columns)
-    rows = [[outcomes[0].test, *(columns[n][i].cell for n in names)]
-            for i, outcomes in enumerate(zip(*columns.values()))]
-    lines = [report.render_table(["selftest", *names], rows),
-             "cells: result, then KTAP cases passed/failed/skipped where the program prints KTAP"]
-    for name in names:
-        for outcome in columns[name]:
-            for reason, count in outcome.skip_reasons.items():
-                lines.append(f"skip on {name}: {outcome.test}: {count} x {reason}")
-    return "\n".join(lines)
+    return results.parse(test.name, test.own_format, int(code), float(end) - float(start), output,
+                         kernel_src)
 
 
 def run_kernel(kernel: build.Kernel, tests: tuple[Selftest, ...], bin_dir: Path, run_dir: Path,
-               accel: str, hugetlb_pages: int, label: str = "") -> list[Outcome]:
+               accel: str, hugetlb_pages: int, label: str = "") -> list[results.Outcome]:
     """Boot `kernel` once and run `tests` (output in run_dir/<variant><label>); raises
     only if the guest itself failed."""
     name = kernel.variant + label
@@ -362,9 +180,7 @@ def run_kernel(kernel: build.Kernel, tests: tuple[Selftest, ...], bin_dir: Path,
     return [collect(t, out_dir, kernel.src) for t in tests]
 
 
-def as_json(columns: dict[str, list[Outcome]]) -> dict[str, list[dict]]:
-    return {v: [{**o.__dict__, "skip_reasons": dict(o.skip_reasons)} for o in outcomes]
-            for v, outcomes in columns.items()}
+RECHECK = "-recheck"
 
 
 @dataclass(frozen=True)
@@ -384,21 +200,22 @@ def run(request: SelftestsRequest, jobs: int | None = None) -> tuple[Path, list[
     accel = vm.resolve_accel(request.accel, next(iter(kernels.values())).image, run_dir)
     columns = {v: run_kernel(k, request.tests, bin_dir, run_dir, accel, request.hugetlb_pages)
                for v, k in kernels.items()}
-    problems = judge(columns)
-    table = render(columns)
-    rechecked: dict[str, list[Outcome]] = {}
+    names = [t.name for t in request.tests]
+    problems = results.judge(columns)
+    table = results.render(columns)
+    rechecked: dict[str, list[results.Outcome]] = {}
     flaky: list[str] = []
     if problems and set(columns) == {"base", "series"}:
         # a loss must repeat: the programs lost once run again on both kernels
-        lost = tuple(t for t in request.tests if any(program_of(p, request.tests) == t for p in problems))
+        lost = tuple(t for t in request.tests if any(results.program_of(p, names) == t.name for p in problems))
         print(f"meminit: rechecking on both kernels: {', '.join(t.name for t in lost)}",
               file=sys.stderr, flush=True)
         rechecked = {v: run_kernel(k, lost, bin_dir, run_dir, accel, request.hugetlb_pages, RECHECK)
                      for v, k in kernels.items()}
-        again = judge(rechecked)
-        flaky = recheck_verdict(problems, again, request.tests)
-        table += ("\n\nrecheck of what the series lost, on both kernels:\n" + render(rechecked)
-                  + "".join(f"\nflaky: {flaky_line(name, problems, request.tests)}" for name in flaky))
+        again = results.judge(rechecked)
+        flaky = results.recheck_verdict(problems, again, names)
+        table += ("\n\nrecheck of what the series lost, on both kernels:\n" + results.render(rechecked)
+                  + "".join(f"\nflaky: {results.flaky_line(name, problems, names)}" for name in flaky))
         problems = again
     for variant in columns:  # what the pool got: a short one makes hugetlb programs skip
         pool = (run_dir / variant / "hugetlb.txt").read_text().split("\n")
@@ -408,7 +225,7 @@ def run(request: SelftestsRequest, jobs: int | None = None) -> tuple[Path, list[
         "kind": "selftests", "accel": accel, "hugetlb_pages": request.hugetlb_pages,
         "kernels": {v: k.release for v, k in kernels.items()},
         "source_version": source.source_version(), "series_commit": source.series_commit(),
-        "results": as_json(columns), "recheck": as_json(rechecked),
+        "results": results.as_json(columns), "recheck": results.as_json(rechecked),
         "flaky": flaky, "problems": problems,
     })
     print(table)
