@@ -53,3 +53,15 @@ def test_a_target_that_must_report_a_fallback_fails_without_the_skip():
     assert configs.check(target, passed, "    ok 1 zdm_fast_matches_slow\n") != []
     skipped = f"    ok 1 zdm_fast_matches_slow # SKIP {target.fallback_reason}\n"
     assert configs.check(target, passed, skipped) == []
+
+
+def test_a_case_the_target_exists_to_run_must_pass_not_skip():
+    target = configs.TARGETS["x86_64-sparsemem"]
+    cases = [ktap.KunitCase(suite=s, name=f"{s}_x", status="PASS") for s in target.suites]
+    skipped = ktap.KunitReport(ok=True, summary="", cases=[
+        *cases, ktap.KunitCase(suite="folio_zero_user", name="folio_zero_user_gigantic", status="SKIP")])
+    assert configs.check(target, skipped) == [
+        "x86_64-sparsemem: folio_zero_user_gigantic SKIP, and this target exists to run it"]
+    passed = ktap.KunitReport(ok=True, summary="", cases=[
+        *cases, ktap.KunitCase(suite="folio_zero_user", name="folio_zero_user_gigantic", status="PASS")])
+    assert configs.check(target, passed) == []
