@@ -20,7 +20,8 @@ UNNAMED = "(unnamed)"
 # kunit.py reads "ok N # XFAIL why" as a pass; the program says the check is known to
 # fail there (cow's hugetlb vmsplice cases), so it is kept apart
 XFAIL_LINE = re.compile(r"^ok (?P<number>\d+) .*# XFAIL", re.MULTILINE)
-
+# check statuses that do not fail a program
+NOT_FAILED = ("PASS", "SKIP", "XFAIL")
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ class Outcome:
     def cell(self) -> str:
         if not self.cases:
             return f"{self.status} ({self.seconds:.0f}s)" if self.exit_code is not None else self.status
-        fails = sum(1 for s in self.cases.values() if s not in ("PASS", "SKIP", "XFAIL"))
+        fails = sum(1 for s in self.cases.values() if s not in NOT_FAILED)
         xfail = f" +{self.count('XFAIL')} xfail" if self.count("XFAIL") else ""
         return (f"{self.status} {self.count('PASS')}/{fails}/{self.count('SKIP')}{xfail} "
                 f"({self.seconds:.0f}s)")
@@ -109,7 +110,7 @@ def status_of(exit_code: int, cases: dict[str, str], skipped: bool = True) -> st
         return "TIMEOUT"
     if exit_code == KSFT_SKIP and skipped:
         return "SKIP"
-    if exit_code != 0 or any(s not in ("PASS", "SKIP", "XFAIL") for s in cases.values()):
+    if exit_code != 0 or any(s not in NOT_FAILED for s in cases.values()):
         return "FAIL"
     return "PASS"
 
@@ -185,7 +186,7 @@ def render(columns: dict[str, list[Outcome]]) -> str:
     rows = [[outcomes[0].test, *(columns[n][i].cell for n in names)]
             for i, outcomes in enumerate(zip(*columns.values()))]
     lines = [report.render_table(["selftest", *names], rows),
-             "cells: result, then KTAP cases passed/failed/skipped where the program prints KTAP"]
+             "cells: result, then checks passed/failed/skipped where the program reports them"]
     for name in names:
         for outcome in columns[name]:
             for reason, count in outcome.skip_reasons.items():

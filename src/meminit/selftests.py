@@ -33,6 +33,8 @@ GUEST_MEMORY = 6 << 30
 # Debian's 6.12 khugepaged.c returns KSFT_SKIP without including kselftest.h (a stable
 # backport's slip): define it as kselftest.h does, which an identical #define leaves alone
 EXTRA_CFLAGS = "-DKSFT_SKIP=4"
+
+
 @dataclass(frozen=True)
 class Selftest:
     """One program run, as run_vmtests.sh runs it (its arguments included)."""
@@ -207,7 +209,8 @@ def run(request: SelftestsRequest, jobs: int | None = None) -> tuple[Path, list[
     flaky: list[str] = []
     if problems and set(columns) == {"base", "series"}:
         # a loss must repeat: the programs lost once run again on both kernels
-        lost = tuple(t for t in request.tests if any(results.program_of(p, names) == t.name for p in problems))
+        lost_names = {results.program_of(p, names) for p in problems}
+        lost = tuple(t for t in request.tests if t.name in lost_names)
         print(f"meminit: rechecking on both kernels: {', '.join(t.name for t in lost)}",
               file=sys.stderr, flush=True)
         rechecked = {v: run_kernel(k, lost, bin_dir, run_dir, accel, request.hugetlb_pages, RECHECK)
