@@ -122,3 +122,16 @@ def test_touched_objects_are_the_changed_sources_that_still_exist(tmp_path):
     commit_change(repo, "line 5\n", "line five\n", "edit")
     assert checks.touched_objects(repo, "base..HEAD") == ["entry.o", "file.o"]
     assert checks.touched_objects(repo, "base..HEAD~1") == ["entry.o"]
+
+
+def test_w1_batches_compile_arch_lib_objects_alone_with_one_job():
+    from meminit import checks
+
+    objects = ["arch/x86/lib/clear_page_64.o", "mm/memory.o", "arch/x86/lib/memcpy_nontemporal_64.o",
+               "mm/mm_init.o"]
+    assert checks.w1_batches(objects, 2) == [
+        (["mm/memory.o", "mm/mm_init.o"], 2),
+        (["arch/x86/lib/clear_page_64.o", "arch/x86/lib/memcpy_nontemporal_64.o"], 1)]
+    assert checks.w1_batches(["mm/memory.o"], 2) == [(["mm/memory.o"], 2)]
+    riscv = ["arch/riscv/lib/clear_page.o"]
+    assert checks.w1_batches(riscv, 2) == [(riscv, 1)]

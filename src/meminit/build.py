@@ -53,8 +53,9 @@ def run_make(kernel: Kernel, cmd: list[str], log: Path, what: str) -> float:
     """Run make with its output in `log`, printing a progress line now and then; returns seconds."""
     # CCACHE_BASEDIR rewrites paths under the checkout to relative ones, so another clone
     # (a CI checkout) hits the objects this one compiled.
+    # The timestamp must parse as a date: usr/gen_initramfs.sh hands it to `date -d`.
     env = dict(os.environ, CCACHE_DIR=str(paths.CCACHE_DIR), CCACHE_BASEDIR=str(paths.REPO),
-               KBUILD_BUILD_TIMESTAMP="meminit",
+               KBUILD_BUILD_TIMESTAMP="2024-11-17 00:00:00 UTC",
                KBUILD_BUILD_USER="meminit", KBUILD_BUILD_HOST="meminit")
     start = time.monotonic()
     compiled = 0

@@ -86,6 +86,23 @@ def touched_objects(tree: Path, rev_range: str) -> list[str]:
                   if p.endswith((".c", ".S")) and (tree / p).exists())
 
 
+_TWICE_REACHED = re.compile(r"^arch/[^/]+/lib/")
+
+
+def w1_batches(objects: list[str], jobs: int) -> list[tuple[list[str], int]]:
+    """The make calls (objects, jobs) that compile objects without racing kbuild against itself.
+
+    arch/<arch>/lib/ is reached from the top Kbuild through ARCH_LIB, not through
+    arch/<arch>/Kbuild, so for a single-object goal there kbuild compiles the object twice:
+    once in the obj=arch/<arch> pass and once in obj=arch/<arch>/lib. Run in parallel, one
+    compile's fixdep consumes the .d file the other's fixdep then fails to open. Those objects
+    get a make of their own with one job, where the second, correct-flags compile comes last.
+    """
+    raced = [o for o in objects if _TWICE_REACHED.match(o)]
+    rest = [o for o in objects if o not in raced]
+    return [(batch, n) for batch, n in ((rest, jobs), (raced, 1)) if batch]
+
+
 def check_series(jobs: int | None = None, touched_only: bool = False) -> None:
     """Check every prefix of the series: checkpatch, then per prefix a W=1 compile of the files
     the series has touched so far (warnings on its added lines fail), and a full build of every
@@ -141,9 +158,13 @@ def _w1_touched(kernel: build.Kernel, commit: str, index: int, what: str,
     for obj in objects:  # W=1 on an unchanged object would not recompile it
         (kernel.out / obj).unlink(missing_ok=True)
     log = kernel.out / f"check-prefix-{index}-w1.log"
-    build.run_make(kernel, build.make_command(kernel, jobs or 2, objects, ["W=1"]), log,
-                   f"W=1 compile of {len(objects)} touched files, {what}")
-    warnings = new_warnings(log.read_text(), added_lines(kernel.src, rev_range))
+    output = ""
+    for batch, batch_jobs in w1_batches(objects, jobs or 2):
+        build.run_make(kernel, build.make_command(kernel, batch_jobs, batch, ["W=1"]), log,
+                       f"W=1 compile of {len(batch)} touched files, {what}")
+        output += log.read_text()
+    log.write_text(output)
+    warnings = new_warnings(output, added_lines(kernel.src, rev_range))
     print(f"meminit: {what}: W=1 on {', '.join(objects)}: {len(warnings)} warnings on added lines",
           file=sys.stderr, flush=True)
     return [f"{what}: {w}" for w in warnings]
