@@ -4,6 +4,7 @@ kernel slow path, every clearing strategy exact), run at a small size."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 from pathlib import Path
@@ -318,6 +319,7 @@ def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
     ("template-refcount", "layout=o0 "),    # one wrong byte in the last record
     ("clear-overrun", "FAIL clear "),       # one line written past the range
     ("chunk-align", "split=chunked/"),      # chunks not rounded to whole compound pages
+    ("auto-round", "fill auto "),           # the learning auto skips a piece after its round
 ])
 def test_verify_catches_injected_bugs(bench_binary: Path, bug: str, where: str):
     proc = subprocess.run([str(bench_binary), "verify", "--size", "1M", "--bug", bug],
@@ -368,6 +370,36 @@ def test_run_mode_chunked_and_auto(bench_binary: Path):
     # = 65536 records -> 3 chunks
     assert fills[("auto-dram", 4 << 20, "chunked")]["chunks"] == 3
     assert out.info["auto_altmap_min"] == 2 << 20 and out.info["auto_dram_min"] == 8 << 20
+
+
+def test_run_mode_learning_auto_reports_its_rounds(bench_binary: Path):
+    # 4M of memmap = 65536 records; chunks of 64M of device memory = 16384 records: 4 chunks,
+    # rounds in chunks 0, 1 and 2 (4 pieces of 256 records at order 0, 512 at order 9)
+    proc = subprocess.run([str(bench_binary), "run", "--sizes", "4M", "--reps", "1", "--threads", "1,2",
+                           "--dests", "cold", "--layouts", "o0,o9", "--split", "even", "--chunk", "64M",
+                           "--fill", "auto", "--clear", "none", "--fault", "none", "--evict-bytes", "4M",
+                           "--min-bytes", "4M"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    fills = [s for s in mb.parse_output(proc.stdout).samples if s["kind"] == "fill"]
+    assert len(fills) == 4
+    for s in fills:
+        assert s["split"] == "chunked" and s["chunks"] == 4   # auto runs on the kernel's chunks
+        assert s["rounds"] == 3 and s["records"] == 65536
+        piece = 256 if s["layout"] == "o0" else 512
+        # each round streams its two streaming pieces, and template fills its two
+        assert 3 * 2 * piece <= s["streamed"] <= 65536 - 3 * 2 * piece
+        assert 0 <= s["stream_rounds"] <= 3
+
+
+def test_auto_sweep_preset_and_explicit_options():
+    args = argparse.Namespace(quick=False, auto_sweep=True, **{n: None for n in mb.PROFILES})
+    opts = mb.option_values(args)
+    assert opts["fill"] == "slow,template,movntdq,auto" and opts["threads"] == "1,2"
+    assert opts["split"] == "chunked" and opts["clear"] == "none" and opts["scale_fill"] == "none"
+    assert opts["sizes"] == "4M,16M,64M,256M,1G" and opts["dests"] == "cold,warm,readback"
+    args.sizes = "4M"
+    assert mb.option_values(args)["sizes"] == "4M"
 
 
 def test_bench_and_scaling_commands():

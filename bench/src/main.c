@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auto.h"
 #include "page.h"
 
 #ifndef MAP_HUGE_SHIFT
@@ -212,6 +213,7 @@ struct fill_strategy {
 	fill_fn pre;		/* layout o9pre */
 	int needs_avx512;
 	int placement;		/* auto-*: where the memmap lives (PLACE_*), else 0 */
+	int learns;		/* auto: learns on the chunks it fills (auto.c) */
 };
 
 /*
@@ -229,16 +231,27 @@ struct fill_strategy {
 static size_t auto_min[3];	/* threshold in memmap bytes, by placement */
 
 static const struct fill_strategy fill_strategies[] = {
-	{ "slow", slow_memmap_init_zone_device, slow_memmap_init_zone_device, 0, 0 },
-	{ "slow-saferet", saferet_memmap_init_zone_device, saferet_memmap_init_zone_device, 0, 0 },
-	{ "template", fill_template, fill_template_pre, 0, 0 },
-	{ "movnti", fill_movnti, fill_movnti_pre, 0, 0 },
-	{ "movntdq", fill_movntdq, fill_movntdq_pre, 0, 0 },
-	{ "avx512nt", fill_avx512nt, fill_avx512nt_pre, 1, 0 },
-	{ "repmovsb", fill_repmovsb, fill_repmovsb, 0, 0 },
-	{ "auto-altmap", NULL, NULL, 0, PLACE_ALTMAP },
-	{ "auto-dram", NULL, NULL, 0, PLACE_DRAM },
+	{ "slow", slow_memmap_init_zone_device, slow_memmap_init_zone_device, 0, 0, 0 },
+	{ "slow-saferet", saferet_memmap_init_zone_device, saferet_memmap_init_zone_device, 0, 0, 0 },
+	{ "template", fill_template, fill_template_pre, 0, 0, 0 },
+	{ "movnti", fill_movnti, fill_movnti_pre, 0, 0, 0 },
+	{ "movntdq", fill_movntdq, fill_movntdq_pre, 0, 0, 0 },
+	{ "avx512nt", fill_avx512nt, fill_avx512nt_pre, 1, 0, 0 },
+	{ "repmovsb", fill_repmovsb, fill_repmovsb, 0, 0, 0 },
+	{ "auto-altmap", NULL, NULL, 0, PLACE_ALTMAP, 0 },
+	{ "auto-dram", NULL, NULL, 0, PLACE_DRAM, 0 },
+	{ "auto", NULL, NULL, 0, 0, 1 },
 };
+
+static void sfence(void)
+{
+	asm volatile("sfence" ::: "memory");
+}
+
+/* What the learning auto chooses between: the template copy and the kernel's
+ * streaming backend (memcpy_nontemporal(): MOVNTDQ), by layout. */
+static const struct auto_fns auto_fns = { fill_template, fill_movntdq, sfence };
+static const struct auto_fns auto_fns_pre = { fill_template_pre, fill_movntdq_pre, sfence };
 
 /* What `auto` runs for a fill of `bytes` of memmap: the streaming copy
  * (movntdq, the kernel's memcpy_nontemporal() backend) or the template copy. */
@@ -249,6 +262,8 @@ static int auto_streams(const struct fill_strategy *fs, size_t bytes)
 
 static fill_fn strategy_fn(const struct fill_strategy *fs, int pre, size_t bytes)
 {
+	if (fs->learns)
+		return NULL;	/* run_chunks() runs auto_fill_chunk() */
 	if (fs->placement) {
 		if (auto_streams(fs, bytes))
 			return pre ? fill_movntdq_pre : fill_movntdq;
@@ -383,6 +398,9 @@ static void readback(struct worker *w)
 #define PAGEBLOCK_NR_PAGES 512UL	/* pageblock_order 9 on x86-64 */
 
 static unsigned long chunk_req_pages = 32768;	/* --chunk: 128 MiB of device memory */
+/* the learning auto's modes for this fill (run_chunks), and its clock */
+static const struct auto_fns *learning;
+static uint64_t (*learning_clock)(void);
 static _Atomic unsigned long next_chunk;
 static unsigned long chunk_first, chunk_end, chunk_pages, n_chunks;
 static int bug;
@@ -423,11 +441,14 @@ static void run_chunks(struct worker *w)
 
 		j.start_pfn = lo < first ? first : lo;
 		j.nr_pages = (hi > chunk_end ? chunk_end : hi) - j.start_pfn;
-		w->fn(&j);
+		if (learning)
+			auto_fill_chunk(&j, c, learning, learning_clock);
+		else
+			w->fn(&j);
 		if (w->readback)
 			s += readback_job(&j);
 	}
-	asm volatile("sfence" ::: "memory");	/* the one drain of this thread */
+	sfence();	/* the one drain of this thread */
 	w->sum = s;
 }
 
@@ -731,6 +752,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			else if (!strcmp(optarg, "clear-overrun")) bug = BUG_CLEAR_OVERRUN;
 			else if (!strcmp(optarg, "template-refcount")) bug = BUG_TEMPLATE_REFCOUNT;
 			else if (!strcmp(optarg, "chunk-align")) bug = BUG_CHUNK_ALIGN;
+			else if (!strcmp(optarg, "auto-round")) bug = BUG_AUTO_ROUND;
 			else die("unknown bug '%s'", optarg);
 			break;
 		default:
@@ -842,11 +864,14 @@ static int cmd_run(struct opts *o)
 					int threads = atoi(o->threads[ti]);
 
 					for (int xi = 0; xi < o->n_splits; xi++) {
-						int split = strcmp(o->splits[xi], "even") ? SPLIT_CHUNKED : SPLIT_EVEN;
+						int xsplit = strcmp(o->splits[xi], "even") ? SPLIT_CHUNKED : SPLIT_EVEN;
 
 						for (int f = 0; f < o->n_fills; f++) {
 							const struct fill_strategy *fs = find_fill(o->fills[f]);
 							fill_fn fn = strategy_fn(fs, pre, size);
+							/* the learning auto runs on the kernel's chunks */
+							int split = fs->learns ? SPLIT_CHUNKED : xsplit;
+							struct auto_stats learned = { 0 };
 							uint64_t ns;
 
 							if (fs->needs_avx512 && !avx512)
@@ -855,17 +880,36 @@ static int cmd_run(struct opts *o)
 
 							ns = 0;
 							for (unsigned long k = 0; k < passes; k++) {
+								if (fs->learns) {
+									learning = pre ? &auto_fns_pre : &auto_fns;
+									learning_clock = now_ns;
+									auto_reset();
+								}
 								ns += run_fill(fn, threads, (struct page *)buf, size / 64,
 									       order, rb,
 									       strcmp(dest, "warm") ? PREP_COLD : PREP_WARM,
 									       split);
 								cpu += last_cpu_ns;
+								if (fs->learns) {
+									struct auto_stats a = auto_stats();
+
+									learned.rounds += a.rounds;
+									learned.stream_rounds += a.stream_rounds;
+									learned.streamed += a.streamed;
+									learned.records += a.records;
+									learning = NULL;
+								}
 							}
 							printf("sample kind=fill strategy=%s layout=%s dest=%s size=%zu "
 							       "threads=%d split=%s rep=%d ns=%llu bytes=%zu cpu_ns=%llu "
 							       "passes=%lu", fs->name, o->layouts[li], dest, size, threads,
-							       o->splits[xi], rep, (unsigned long long)ns, size * passes,
+							       split == SPLIT_CHUNKED ? "chunked" : "even", rep,
+							       (unsigned long long)ns, size * passes,
 							       (unsigned long long)cpu, passes);
+							if (fs->learns)
+								printf(" rounds=%lu stream_rounds=%lu streamed=%lu records=%lu",
+								       learned.rounds, learned.stream_rounds,
+								       learned.streamed, learned.records);
 							if (split == SPLIT_CHUNKED)
 								printf(" chunks=%lu", n_chunks);
 							if (fs->placement)
@@ -995,6 +1039,70 @@ static void check_reference(const struct page *map, unsigned long nr, unsigned i
 	report(ok, what);
 }
 
+/*
+ * A clock for the learning auto that makes every thread's rounds alternate:
+ * streaming wins its odd rounds, template its even ones, so a range mixes
+ * both modes chunk by chunk.  Eight readings per round, two per piece.
+ */
+static __thread unsigned long flip_reads;
+static __thread uint64_t flip_now;
+
+static uint64_t flip_clock(void)
+{
+	unsigned long n = flip_reads++, piece = n / 2 % AUTO_PIECES, round = n / 8;
+	int stream_piece = piece == 1 || piece == 2;
+
+	if (n % 2)
+		flip_now += stream_piece == (int)(round % 2) ? 50 : 100;
+	return flip_now;
+}
+
+static void verify_auto(char *buf, const char *ref, size_t size, unsigned long nr, int order,
+			int pre, const char *layout, const char *tname)
+{
+	static const int thread_counts[] = { 1, 2, 3 };
+	/* chunks of 1024 and 4096 records: rounds fit in both at order 0, in the
+	 * larger at order 9 (four 512-record pieces) */
+	static const unsigned long chunk_reqs[] = { 700, 4096 };
+	struct page *map = (struct page *)(buf + GUARD);
+	char what[400];
+
+	for (int ti = 0; ti < 3; ti++)
+	for (int ci = 0; ci < 2; ci++)
+	for (int flip = 0; flip < 2; flip++) {
+		struct auto_stats a;
+		int ok, learns, right;
+
+		chunk_req_pages = chunk_reqs[ci];
+		memset(buf, POISON, size + 2 * GUARD);
+		learning = pre ? &auto_fns_pre : &auto_fns;
+		learning_clock = flip ? flip_clock : now_ns;
+		auto_reset();
+		run_fill(NULL, thread_counts[ti], map, nr, order, 0, PREP_NONE, SPLIT_CHUNKED);
+		learning = NULL;
+		a = auto_stats();
+		ok = !memcmp(buf, ref, size + 2 * GUARD) && a.records == nr;
+		/*
+		 * Where a round fits in a chunk, the flipping clock must have made
+		 * the range mix both modes, or this check proved nothing about
+		 * switching between chunks; where none fits, the range is too small
+		 * to learn from and must be template only.
+		 */
+		learns = chunk_pages >= AUTO_PIECES * auto_probe_records(order);
+		if (!learns)
+			right = !a.rounds && !a.streamed;
+		else
+			right = !flip || (a.rounds >= 2 && a.streamed && a.streamed < a.records);
+		snprintf(what, sizeof(what),
+			 "fill auto layout=%s pgmap=%s threads=%d split=chunked/%lu clock=%s records=%lu "
+			 "(rounds %lu, streamed %lu)%s", layout, tname, thread_counts[ti], chunk_pages,
+			 flip ? "flipping" : "real", nr, a.rounds, a.streamed,
+			 !ok ? ": differs from the slow path" : right ? "" :
+			 learns ? ": did not mix the modes" : ": learned where no round fits");
+		report(ok && right, what);
+	}
+}
+
 static int cmd_verify(struct opts *o)
 {
 	int avx512 = has_avx512f(), clzero = has_clzero();
@@ -1029,6 +1137,10 @@ static int cmd_verify(struct opts *o)
 
 				if ((fs->needs_avx512 && !avx512) || fs->placement)
 					continue;	/* auto-* run the template/movntdq functions */
+				if (fs->learns) {
+					verify_auto(buf, ref, size, nr, order, pre, layouts[li], tname);
+					continue;
+				}
 				for (int ti = 0; ti < 3; ti++)
 				for (int xi = 0; xi < 3; xi++) {
 					int threads = thread_counts[ti];

@@ -138,6 +138,7 @@ struct fill_job {
 #define BUG_CLEAR_OVERRUN 2	/* clear: one line too many */
 #define BUG_TEMPLATE_REFCOUNT 3	/* fast o0: wrong refcount in the last record */
 #define BUG_CHUNK_ALIGN 4	/* chunked split: chunks rounded to 64 pages, not 512 */
+#define BUG_AUTO_ROUND 5	/* learning auto: the rest of a chunk starts a piece late */
 
 /* kslow.c: the kernel's slow path, compiled like the kernel */
 void slow_memmap_init_zone_device(const struct fill_job *j);

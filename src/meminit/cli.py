@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "meminit.report",
     "meminit.testing",
     "meminit.microbench",
+    "meminit.bench_results",
     "meminit.fork",
     "meminit.soak",
     "meminit.selftests",

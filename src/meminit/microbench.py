@@ -67,6 +67,11 @@ PROFILES = {
     "chunk": ("128M", "128M"),
 }
 
+# --auto-sweep: issue 14's sweep, the learning auto against slow, template and streaming on the
+# kernel's chunks, in every size, layout and cache state, on 1 and 2 threads; nothing else
+AUTO_SWEEP = {"fill": f"slow,template,{STREAMING},auto", "threads": "1,2", "split": "chunked",
+              "clear": "none", "fault": "none", "scale_fill": "none"}
+
 HUGETLB_DIRS = {
     "hugetlb-2M": ("hugepages-2048kB", 2 << 20),
     "hugetlb-1G": ("hugepages-1048576kB", 1 << 30),
@@ -186,6 +191,11 @@ def summarize(samples: list[dict]) -> list[dict]:
         for extra in ("chose", "chunks"):
             if extra in members[0]:
                 row[extra] = members[0][extra]
+        if all(isinstance(s.get("records"), int) and s["records"] for s in members):
+            # the learning auto: what share of the records it streamed, over every repetition
+            row["streamed_share"] = sum(s["streamed"] for s in members) / sum(s["records"] for s in members)
+            row["stream_rounds"] = sum(s["stream_rounds"] for s in members)
+            row["rounds"] = sum(s["rounds"] for s in members)
         rows.append(row)
     return rows
 
@@ -324,32 +334,54 @@ def crossover(rows: list[dict], stream: str = STREAMING, plain: str = "template"
     return out
 
 
+# issue 14's bar: auto's median at least this share of the better mode's, or within noise
+AUTO_BAR = 0.97
+
+
+def _half_spread(row: dict) -> float:
+    return (row["max"] - row["min"]) / 2 / row["median"]
+
+
 def auto_rows(rows: list[dict], info: dict | None = None) -> list[dict]:
     """`auto` against the best of template/streaming and against slow, per configuration
     (size, layout, dest, threads, split).  ratio_best: auto's own median over the best median;
     regret: the median of what auto chose over the best median (the policy's cost without
-    auto's own sampling noise); noise: the best's half spread (max-min)/2 over its median."""
+    auto's own sampling noise; only for the size rules auto-altmap/auto-dram, which choose
+    once per fill); noise: the larger half spread (max-min)/2 over median of auto and of the
+    best.  passes: issue 14's bar, ratio_best >= AUTO_BAR or within noise, and auto not below
+    template by more than noise.  The learning `auto` reports the share of records it streamed
+    (chose "S 97%")."""
     idx = _fill_index(rows)
     out = []
     for (strat, size, layout, dest, threads, split, section), r in idx.items():
-        if not strat.startswith("auto-"):
+        if not strat.startswith("auto"):
             continue
         k = (size, layout, dest, threads, split, section)
         cand = [idx[(c,) + k] for c in ("template", STREAMING) if (c,) + k in idx]
         if not cand:
             continue
         best = max(cand, key=lambda c: c["median"])
-        chose = r.get("chose")
-        chosen = idx.get((chose,) + k) if chose else None
+        tmpl = idx.get(("template",) + k)
+        if "streamed_share" in r:
+            chose, chosen = f"S {100 * r['streamed_share']:.0f}%", None
+        else:
+            chose = r.get("chose") or "?"
+            chosen = idx.get((chose,) + k)
         slow = idx.get(("slow",) + k)
+        noise = max(_half_spread(best), _half_spread(r))
+        ratio_best = r["median"] / best["median"]
+        ratio_template = r["median"] / tmpl["median"] if tmpl else None
         out.append({
             "strategy": strat, "size": size, "layout": layout, "dest": dest, "threads": threads,
-            "split": split, "section": section, "chose": chose or "?", "median": r["median"],
+            "split": split, "section": section, "chose": chose, "median": r["median"],
             "best": best["strategy"], "best_median": best["median"],
-            "ratio_best": r["median"] / best["median"],
+            "ratio_best": ratio_best,
             "regret": chosen["median"] / best["median"] if chosen else None,
-            "noise": (best["max"] - best["min"]) / 2 / best["median"],
+            "noise": noise,
             "ratio_slow": r["median"] / slow["median"] if slow else None,
+            "ratio_template": ratio_template,
+            "passes": (ratio_best >= AUTO_BAR or ratio_best >= 1 - noise)
+                      and (ratio_template is None or ratio_template >= 1 - noise),
         })
     out.sort(key=lambda a: (a["strategy"], a["layout"], _dest_rank(a["dest"]), a["size"], a["threads"]))
     return out
@@ -500,14 +532,18 @@ def crossover_table(cross: list[dict]) -> str:
 def auto_table(autos: list[dict]) -> str:
     if not autos:
         return ""
-    return ("auto (template or streaming by placement and size) against the best of template/"
-            f"{STREAMING} and against slow\n"
+    return ("auto against the best of template/"
+            f"{STREAMING} in the same run and split (auto-altmap/auto-dram: the size rule; auto: "
+            "learns on its chunks, chose = share of records streamed); bar: x best >= "
+            f"{AUTO_BAR} or within noise, x template not below noise\n"
             + render_table(["policy", "layout", "dest", "size", "thr", "chose", "GB/s", "best", "best GB/s",
-                            "x best", "regret", "noise", "x slow"],
+                            "x best", "x template", "regret", "noise", "x slow", "bar"],
                            [[a["strategy"], a["layout"], a["dest"], human_size(a["size"]), str(a["threads"]),
                              a["chose"], _f(a["median"]), a["best"], _f(a["best_median"]),
-                             _f(a["ratio_best"], 2, "x"), _f(a["regret"], 2, "x"),
-                             _f(100 * a["noise"], 0, "%"), _f(a["ratio_slow"], 2, "x")] for a in autos]))
+                             _f(a["ratio_best"], 2, "x"), _f(a["ratio_template"], 2, "x"),
+                             _f(a["regret"], 2, "x"), _f(100 * a["noise"], 0, "%"),
+                             _f(a["ratio_slow"], 2, "x"), "ok" if a["passes"] else "MISS"]
+                            for a in autos]))
 
 
 def headline(rows: list[dict], limit: dict) -> str:
@@ -555,8 +591,10 @@ def headline(rows: list[dict], limit: dict) -> str:
         sel = [a for a in autos if a["strategy"] == pol]
         worst = min(sel, key=lambda a: a["ratio_best"])
         reg = [a for a in sel if a["regret"] is not None]
+        misses = sum(not a["passes"] for a in sel)
         line = (f"{pol}: worst x best {worst['ratio_best']:.2f}x ({worst['layout']} {worst['dest']} "
-                f"{human_size(worst['size'])}, noise {100 * worst['noise']:.0f}%)")
+                f"{human_size(worst['size'])} t{worst['threads']}, noise {100 * worst['noise']:.0f}%), "
+                f"bar met in {len(sel) - misses}/{len(sel)} configurations")
         if reg:
             w = min(reg, key=lambda a: a["regret"])
             line += f", worst choice regret {w['regret']:.2f}x ({w['layout']} {w['dest']} {human_size(w['size'])})"
@@ -601,8 +639,9 @@ def read_text(path: str | Path, default: str = "") -> str:
 
 
 def parse_cpuinfo(text: str) -> dict:
-    """Model name and flags of the first processor in /proc/cpuinfo."""
+    """Model name, family/model/stepping and flags of the first processor in /proc/cpuinfo."""
     info = {"cpu_model": "unknown", "flags": []}
+    numbers = {"cpu family": "cpu_family", "model": "cpu_model_number", "stepping": "cpu_stepping"}
     for line in text.splitlines():
         if not line.strip():
             if info["flags"]:
@@ -614,6 +653,8 @@ def parse_cpuinfo(text: str) -> dict:
             info["cpu_model"] = value.strip()
         elif key == "flags" and not info["flags"]:
             info["flags"] = value.split()
+        elif key in numbers and numbers[key] not in info:
+            info[numbers[key]] = value.strip()
     return info
 
 
@@ -735,7 +776,8 @@ def own_session(nice: int) -> None:
 
 def option_values(args: argparse.Namespace) -> dict:
     idx = 1 if args.quick else 0
-    return {name: (getattr(args, name) if getattr(args, name) is not None else prof[idx])
+    preset = AUTO_SWEEP if getattr(args, "auto_sweep", False) else {}
+    return {name: (getattr(args, name) if getattr(args, name) is not None else preset.get(name, prof[idx]))
             for name, prof in PROFILES.items()}
 
 
@@ -942,6 +984,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Build bench/ and measure record-fill and clearing strategies on the real CPU. "
                     "Defaults take about 3-4 minutes on this busy 2-vCPU machine; --quick is a <30 s smoke run.")
     p.add_argument("--quick", action="store_true", help="small sizes, 3 repetitions (<30 s smoke run)")
+    p.add_argument("--auto-sweep", dest="auto_sweep", action="store_true",
+                   help="issue 14's sweep: slow, template, movntdq and the learning auto on the kernel's "
+                        "chunks, 1 and 2 threads, every size/layout/dest, no clears or faults (about "
+                        "25 minutes with the default sizes; bench/results/ summaries come from it)")
     p.add_argument("--sizes", help="record-fill destination sizes, in bytes of memmap (default 4M,16M,64M,256M,1G; 4M is the memmap of one 256 MiB test_hmm chunk)")
     p.add_argument("--reps", type=int, help="interleaved repetitions per case (default 7)")
     p.add_argument("--threads", help="thread counts for the fills (default 1; the scaling section runs 1,2)")

@@ -88,8 +88,8 @@ def memmap_groups(scen: dict) -> list[tuple[dict, Stats, float | None, float | N
 def variant_label(group: dict) -> str:
     """The requested variant, and the concrete modes the kernel reported when they differ.
 
-    `auto` resolves per range to template or streaming, and a fast mode that is not
-    allowed (see docs/series.md, Gating) runs as slow: the table shows both.
+    A fast mode that is not allowed (see docs/series.md, Gating) runs as slow, and `auto`
+    without a streaming backend runs as template: the table shows both.
     """
     used = group.get("modes_used") or []
     if not used or used == [group["variant"]]:

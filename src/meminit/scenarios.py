@@ -81,7 +81,7 @@ class InitSeen:
     pages: int = 0
     ms: float = 0.0  # nanosecond-resolution when the kernel prints ns, else jiffies-resolution ms
     resolution: str = "jiffies"  # "ns" or "jiffies"
-    modes: tuple[str, ...] = ()  # concrete modes the kernel reports (auto resolves per range)
+    modes: tuple[str, ...] = ()  # modes the kernel reports (a fast mode may fall back to slow)
     threads: int | None = None  # most threads any range used
     nodes: tuple[int, ...] = ()  # node of each range (the series' per-thread lines)
     cpus: tuple[int, ...] = ()  # CPUs the threads started their first chunk on

@@ -1,0 +1,109 @@
+/*
+ * auto.c - the learning `auto` policy, as the kernel runs it on its chunks.
+ *
+ * No size rule fitted on one CPU holds on the next (bench/README.md, "auto
+ * on every CPU"), so auto measures instead.  A range is initialised in
+ * chunks (the kernel's split); every chunk whose index is 0 or a power of
+ * two starts with a probe round: four pieces of at least AUTO_PROBE_RECORDS
+ * records, whole compound pages, filled template, streaming, streaming,
+ * template and timed one by one (the streaming pieces drained before the
+ * clock is read, so their stores are paid for).  The round's winner fills
+ * the rest of that chunk and every later chunk until the next round;
+ * streaming wins only if its faster piece beats template's faster piece by
+ * more than a 1/32 margin.  Before the first round, and in a range too
+ * small for one, template fills.
+ *
+ * Rounds at chunk 0, 1, 2, 4, 8 ... learn at once where a range starts and
+ * again as it grows out of the caches, at a cost that shrinks with the range:
+ * log2(chunks) + 1 rounds, half of each in the slower mode.  The minimum of
+ * two pieces discards an interrupt in one of them; the order T S S T puts
+ * both modes at the same mean position in the round.
+ */
+#include <stdatomic.h>
+
+#include "auto.h"
+
+static struct auto_stats stats;
+static _Atomic int verdict;	/* the latest round's winner: 1 streams */
+
+int auto_probe_chunk(unsigned long chunk)
+{
+	return !(chunk & (chunk - 1));
+}
+
+unsigned long auto_probe_records(unsigned int order)
+{
+	unsigned long unit = 1UL << order;
+
+	return (AUTO_PROBE_RECORDS + unit - 1) / unit * unit;
+}
+
+int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2])
+{
+	uint64_t t = tmpl_ns[0] < tmpl_ns[1] ? tmpl_ns[0] : tmpl_ns[1];
+	uint64_t s = stream_ns[0] < stream_ns[1] ? stream_ns[0] : stream_ns[1];
+
+	return s * AUTO_MARGIN_DEN < t * (AUTO_MARGIN_DEN - 1);
+}
+
+void auto_reset(void)
+{
+	atomic_store_explicit(&verdict, 0, memory_order_relaxed);
+	__atomic_store_n(&stats.rounds, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&stats.stream_rounds, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&stats.streamed, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&stats.records, 0, __ATOMIC_RELAXED);
+}
+
+struct auto_stats auto_stats(void)
+{
+	return stats;
+}
+
+static void count(unsigned long records, int streamed)
+{
+	__atomic_fetch_add(&stats.records, records, __ATOMIC_RELAXED);
+	if (streamed)
+		__atomic_fetch_add(&stats.streamed, records, __ATOMIC_RELAXED);
+}
+
+void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const struct auto_fns *fn,
+		     uint64_t (*clock)(void))
+{
+	static const int stream_piece[AUTO_PIECES] = { 0, 1, 1, 0 };
+	unsigned long probe = auto_probe_records(chunk->order);
+	struct fill_job j = *chunk;
+	int s;
+
+	if (auto_probe_chunk(idx) && j.nr_pages >= AUTO_PIECES * probe) {
+		uint64_t ns[2][2];
+		struct fill_job piece = j;
+
+		piece.nr_pages = probe;
+		for (int i = 0; i < AUTO_PIECES; i++) {
+			int st = stream_piece[i];
+			uint64_t t0 = clock();
+
+			(st ? fn->stream : fn->tmpl)(&piece);
+			if (st)
+				fn->drain();
+			ns[st][i == 0 || i == 1 ? 0 : 1] = clock() - t0;
+			count(probe, st);
+			piece.start_pfn += probe;
+		}
+		s = auto_round_streams(ns[0], ns[1]);
+		atomic_store_explicit(&verdict, s, memory_order_relaxed);
+		__atomic_fetch_add(&stats.rounds, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&stats.stream_rounds, s, __ATOMIC_RELAXED);
+		/* BUG_AUTO_ROUND: forgets that the round wrote only AUTO_PIECES */
+		probe *= AUTO_PIECES + (j.bug == BUG_AUTO_ROUND && j.nr_pages > AUTO_PIECES * probe);
+		j.start_pfn += probe;
+		j.nr_pages -= probe;
+	} else {
+		s = atomic_load_explicit(&verdict, memory_order_relaxed);
+	}
+	if (!j.nr_pages)
+		return;
+	(s ? fn->stream : fn->tmpl)(&j);
+	count(j.nr_pages, s);
+}

@@ -1,0 +1,235 @@
+"""`meminit bench-results`: bench/results/ keeps one summary per CPU model that
+`./meminit microbench` ran on, and bench/README.md shows one table across them (issue 14).
+
+A summary comes from a run directory of `./meminit microbench` (its result.json), or, for
+runs kept only as text (../shared/measurements, the first runs in bench/README.md), from the
+command's table.txt, whose fill tables give every case's min/median/max; the CPU model is
+then given on the command line. The README table is generated, and `table --check` (run by
+the tests) fails when it is out of step with bench/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from meminit import microbench as mb
+from meminit import paths
+from meminit.errors import MeminitError
+
+RESULTS_DIR = paths.BENCH_DIR / "results"
+README = paths.BENCH_DIR / "README.md"
+TABLE_BEGIN = "<!-- cpu-table:begin -->"
+TABLE_END = "<!-- cpu-table:end -->"
+# what the cross-CPU table shows, in this order; movntdq is the kernel's streaming store
+TABLE_STRATEGIES = ("slow", "template", mb.STREAMING, "auto")
+KEPT_STRATEGIES = TABLE_STRATEGIES + ("auto-altmap", "auto-dram")
+ROW_FIELDS = ("strategy", "layout", "dest", "size", "threads", "split", "section", "min", "median", "max",
+              "n", "chose", "streamed_share")
+# the flags the strategies depend on
+KEPT_FLAGS = ("avx512f", "erms", "fsrm", "clzero", "movdir64b", "hypervisor")
+
+
+def slug(cpu_model: str, family: str | int | None, model: str | int | None) -> str:
+    name = re.sub(r"\((r|tm)\)", "", cpu_model.lower())
+    name = re.sub(r"[^a-z0-9]+", "-", name).strip("-")
+    return f"{name}-f{family}m{model}" if family is not None and model is not None else name
+
+
+def _rows(rows: list[dict]) -> list[dict]:
+    return [{k: r[k] for k in ROW_FIELDS if k in r} for r in rows
+            if r.get("kind", "fill") == "fill" and r["strategy"] in KEPT_STRATEGIES]
+
+
+def from_result(result: dict, source: str) -> dict:
+    """The summary of a `./meminit microbench` run (its result.json)."""
+    m = result["machine"]
+    summary = {
+        "cpu_model": m["cpu_model"], "family": m.get("cpu_family"), "model": m.get("cpu_model_number"),
+        "stepping": m.get("cpu_stepping"),
+        "flags": [f for f in KEPT_FLAGS if f in m.get("flags", [])],
+        "caches": m.get("caches", []), "cpus": m.get("cpus"), "hypervisor": m.get("hypervisor"),
+        "kernel": m.get("kernel"), "date": result["date"],
+        "loadavg_start": result["loadavg_start"], "loadavg_end": result["loadavg_end"],
+        "reps": result["options"]["reps"], "source": source,
+        "rows": _rows(result["summary"]),
+    }
+    summary["slug"] = slug(summary["cpu_model"], summary["family"], summary["model"])
+    return summary
+
+
+_TABLE_HEAD = re.compile(r"^record fill (?P<size>\S+) layout=(?P<layout>\S+) dest=(?P<dest>\S+) "
+                         r"threads=(?P<threads>\d+)(?: split=(?P<split>\S+))?(?P<scaling> \(scaling run\))?")
+
+
+def parse_fill_tables(text: str) -> list[dict]:
+    """The rows of the 'record fill ...' tables of a table.txt: min/median/max per strategy."""
+    rows: list[dict] = []
+    case = None
+    for line in text.splitlines():
+        head = _TABLE_HEAD.match(line)
+        if head:
+            case = {"layout": head["layout"], "dest": head["dest"], "size": mb.parse_size(head["size"]),
+                    "threads": int(head["threads"]), "split": head["split"] or "even"}
+            if head["scaling"]:
+                case["section"] = "scaling"
+            continue
+        if not line.strip():
+            case = None
+            continue
+        # the size rules name what they chose: "auto-dram (template)  12.00  13.37 ..."
+        chose = re.match(r"^(\S+) \((\w+)\)(.*)$", line)
+        cells = [chose[1], *chose[3].split()] if chose else line.split()
+        if case and len(cells) >= 4 and re.fullmatch(r"[\d.]+", cells[2]):
+            rows.append({"strategy": cells[0], **case, "min": float(cells[1]),
+                         "median": float(cells[2]), "max": float(cells[3]), "n": None,
+                         **({"chose": chose[2]} if chose else {})})
+    return _rows(rows)
+
+
+def from_table_text(text: str, cpu_model: str, family: str | None, model: str | None,
+                    date: str, source: str, note: str = "") -> dict:
+    rows = parse_fill_tables(text)
+    if not rows:
+        raise MeminitError(f"{source}: no 'record fill' tables found")
+    summary = {"cpu_model": cpu_model, "family": family, "model": model, "stepping": None,
+               "flags": [], "caches": [], "cpus": None, "hypervisor": None, "kernel": None,
+               "date": date, "loadavg_start": None, "loadavg_end": None, "reps": None,
+               "source": source, "note": note, "rows": rows}
+    summary["slug"] = slug(cpu_model, family, model)
+    return summary
+
+
+def save(summary: dict, directory: Path = RESULTS_DIR) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{summary['slug']}.json"
+    path.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def load_all(directory: Path = RESULTS_DIR) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))]
+
+
+def _index(summary: dict, section: str) -> dict:
+    """(strategy, layout, dest, size, threads) -> row of one section ("" main, "scaling"); where a
+    case ran in both splits, the chunked one, which is how the kernel and the learning auto run."""
+    idx: dict = {}
+    for r in summary["rows"]:
+        if r.get("section", "") != section:
+            continue
+        key = (r["strategy"], r["layout"], r["dest"], r["size"], r["threads"])
+        if key not in idx or r.get("split") == "chunked":
+            idx[key] = r
+    return idx
+
+
+def _label(summary: dict) -> str:
+    llc = next((c["size"] for c in summary.get("caches", []) if c.get("level") == "3"), None)
+    fm = f", family {summary['family']} model {summary['model']}" if summary.get("family") else ""
+    return f"{summary['cpu_model']}{fm}" + (f", L3 {llc}" if llc else "")
+
+
+def auto_verdict(summary: dict) -> str:
+    """The issue-14 bar for the learning auto on this CPU, from the summary's rows."""
+    autos = [a for a in mb.auto_rows([{"kind": "fill", **r} for r in summary["rows"]])
+             if a["strategy"] == "auto"]
+    if not autos:
+        return "learning auto not measured"
+    worst = min(autos, key=lambda a: a["ratio_best"])
+    misses = [a for a in autos if not a["passes"]]
+    return (f"learning auto: bar met in {len(autos) - len(misses)}/{len(autos)} configurations; worst "
+            f"{worst['ratio_best']:.2f}x the better mode ({worst['layout']} {worst['dest']} "
+            f"{mb.human_size(worst['size'])} t{worst['threads']}, noise {100 * worst['noise']:.0f}%)")
+
+
+def cpu_table(summaries: list[dict]) -> str:
+    """Markdown: per CPU, layout and destination, the one-thread medians (GB/s) of slow, template,
+    streaming and auto at each size; then 1 -> 2 thread scaling at the largest size, cold."""
+    out = []
+    for s in summaries:
+        idx = _index(s, "")
+        scaling = _index(s, "scaling") or idx
+        sizes = sorted({r["size"] for r in s["rows"]})
+        out.append(f"**{_label(s)}** ({s['date'][:10]}, {s['source']}; {auto_verdict(s)})\n")
+        out.append("| layout | dest | " + " | ".join(mb.human_size(z) for z in sizes) + " |")
+        out.append("|---|---|" + "---|" * len(sizes))
+        for layout in sorted({r["layout"] for r in s["rows"]}):
+            for dest in sorted({r["dest"] for r in s["rows"]}, key=mb._dest_rank):
+                cells = []
+                for z in sizes:
+                    vals = [idx.get((st, layout, dest, z, 1)) for st in TABLE_STRATEGIES]
+                    cells.append(" / ".join(f"{v['median']:.1f}" if v else "-" for v in vals))
+                if any(c.strip("-/ ") for c in cells):
+                    out.append(f"| {layout} | {dest} | " + " | ".join(cells) + " |")
+        big = sizes[-1] if sizes else None
+        scale = []
+        for layout in sorted({r["layout"] for r in s["rows"]}):
+            for st in TABLE_STRATEGIES:
+                one, two = (scaling.get((st, layout, "cold", big, 1)),
+                            scaling.get((st, layout, "cold", big, 2)))
+                if one and two:
+                    scale.append(f"{st} {layout} {one['median']:.1f} -> {two['median']:.1f} "
+                                 f"({two['median'] / one['median']:.2f}x)")
+        out.append("\n1 -> 2 threads, " + (f"{mb.human_size(big)} cold: " + "; ".join(scale) if scale
+                                           else "not measured") + "\n")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def readme_with_table(readme: str, table: str) -> str:
+    if TABLE_BEGIN not in readme or TABLE_END not in readme:
+        raise MeminitError(f"{README} has no {TABLE_BEGIN} ... {TABLE_END} block")
+    head, rest = readme.split(TABLE_BEGIN, 1)
+    _, tail = rest.split(TABLE_END, 1)
+    return f"{head}{TABLE_BEGIN}\n{table}{TABLE_END}{tail}"
+
+
+def _cmd(args: argparse.Namespace) -> int:
+    if args.action == "add":
+        path = Path(args.run)
+        if (path / "result.json").exists():
+            summary = from_result(json.loads((path / "result.json").read_text()), args.source or str(path))
+            # runs made before result.json recorded family and model take them from the command line
+            summary["family"] = summary["family"] or args.family
+            summary["model"] = summary["model"] or args.model
+            summary["slug"] = slug(summary["cpu_model"], summary["family"], summary["model"])
+        else:
+            table = path / "table.txt" if path.is_dir() else path
+            if not (args.cpu_model and args.date):
+                raise MeminitError("a run without result.json needs --cpu-model and --date")
+            summary = from_table_text(table.read_text(), args.cpu_model, args.family, args.model,
+                                      args.date, args.source or str(table), args.note or "")
+        print(f"meminit: {save(summary)}: {len(summary['rows'])} cases of {summary['cpu_model']}")
+        return 0
+    table = cpu_table(load_all())
+    if args.check:
+        if readme_with_table(README.read_text(), table) != README.read_text():
+            print(f"{README} is out of step with {RESULTS_DIR}: run `./meminit bench-results table "
+                  "--write`", file=sys.stderr)
+            return 1
+        return 0
+    if args.write:
+        README.write_text(readme_with_table(README.read_text(), table))
+        print(f"meminit: wrote the table into {README}")
+        return 0
+    print(table, end="")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench-results", help="per-CPU benchmark summaries (bench/results/) and their table")
+    p.add_argument("action", choices=("add", "table"),
+                   help="add: summarise a microbench run into bench/results/; table: the table across CPUs")
+    p.add_argument("run", nargs="?", help="add: a microbench run directory, or a table.txt")
+    p.add_argument("--source", help="add: where the run came from (default: its path)")
+    p.add_argument("--cpu-model", help="add, for a table.txt: the CPU model string")
+    p.add_argument("--family", help="add: the CPU family, where the run did not record it")
+    p.add_argument("--model", help="add: the CPU model number, where the run did not record it")
+    p.add_argument("--date", help="add, for a table.txt: when the run was made (UTC)")
+    p.add_argument("--note", help="add, for a table.txt: what the run lacks or how it was made")
+    p.add_argument("--check", action="store_true", help="table: fail if bench/README.md is out of step")
+    p.add_argument("--write", action="store_true", help="table: write the table into bench/README.md")
+    p.set_defaults(func=_cmd)
