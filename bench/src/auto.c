@@ -1,21 +1,23 @@
 /*
  * auto.c - the learning `auto` policy, as the kernel runs it on its chunks.
  *
- * No size rule fitted on one CPU holds on the next (bench/README.md, "auto
- * on every CPU"), so auto measures instead.  A range is initialised in
+ * No size rule fitted on one CPU holds on the next (bench/README.md, "`auto`
+ * that learns"), so auto measures instead.  A range is initialised in
  * chunks (the kernel's split); every chunk whose index is 0 or a power of
  * two starts with a probe round: four pieces of at least AUTO_PROBE_RECORDS
  * records, whole compound pages, filled template, streaming, streaming,
  * template and timed one by one (the streaming pieces drained before the
- * clock is read, so their stores are paid for).  The round's winner fills
- * the rest of that chunk and every later chunk until the next round;
+ * clock is read, and MFENCE before every clock read, so that every piece's
+ * stores are paid for).  The round's winner fills the rest of its chunk;
+ * every other chunk follows the round of the highest chunk finished so far;
  * streaming wins only if its faster piece beats template's faster piece by
  * more than a 1/32 margin.  Before the first round, and in a range too
  * small for one, template fills.
  *
  * Rounds at chunk 0, 1, 2, 4, 8 ... learn at once where a range starts and
  * again as it grows out of the caches, at a cost that shrinks with the range:
- * log2(chunks) + 1 rounds, half of each in the slower mode.  The minimum of
+ * a range of N > 1 chunks runs ilog2(N - 1) + 2 rounds, half of each in the
+ * slower mode.  The minimum of
  * two pieces discards an interrupt in one of them; the order T S S T puts
  * both modes at the same mean position in the round.
  */
@@ -24,7 +26,20 @@
 #include "auto.h"
 
 static struct auto_stats stats;
-static _Atomic int verdict;	/* the latest round's winner: 1 streams */
+/* the round of the highest chunk so far: chunk << 1 | streaming won; -1 none */
+static _Atomic long verdict = -1;
+
+/* Publish the verdict of the round in chunk idx unless a higher one is. */
+static void publish(unsigned long idx, int s)
+{
+	long old = atomic_load_explicit(&verdict, memory_order_relaxed);
+	long new = (long)(idx << 1 | (unsigned long)s);
+
+	do {
+		if (old >= 0 && (unsigned long)old >> 1 > idx)
+			return;
+	} while (!atomic_compare_exchange_weak(&verdict, &old, new));
+}
 
 int auto_probe_chunk(unsigned long chunk)
 {
@@ -48,7 +63,7 @@ int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2])
 
 void auto_reset(void)
 {
-	atomic_store_explicit(&verdict, 0, memory_order_relaxed);
+	atomic_store_explicit(&verdict, -1, memory_order_relaxed);
 	__atomic_store_n(&stats.rounds, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&stats.stream_rounds, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&stats.streamed, 0, __ATOMIC_RELAXED);
@@ -82,17 +97,22 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 		piece.nr_pages = probe;
 		for (int i = 0; i < AUTO_PIECES; i++) {
 			int st = stream_piece[i];
-			uint64_t t0 = clock();
+			uint64_t t0;
 
+			/* as the kernel's mb(): the previous piece's stores are
+			 * not this one's to pay for, and this one's are */
+			__builtin_ia32_mfence();
+			t0 = clock();
 			(st ? fn->stream : fn->tmpl)(&piece);
 			if (st)
 				fn->drain();
+			__builtin_ia32_mfence();
 			ns[st][i == 0 || i == 1 ? 0 : 1] = clock() - t0;
 			count(probe, st);
 			piece.start_pfn += probe;
 		}
 		s = auto_round_streams(ns[0], ns[1]);
-		atomic_store_explicit(&verdict, s, memory_order_relaxed);
+		publish(idx, s);
 		__atomic_fetch_add(&stats.rounds, 1, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&stats.stream_rounds, s, __ATOMIC_RELAXED);
 		/* BUG_AUTO_ROUND: forgets that the round wrote only AUTO_PIECES */
@@ -100,7 +120,9 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 		j.start_pfn += probe;
 		j.nr_pages -= probe;
 	} else {
-		s = atomic_load_explicit(&verdict, memory_order_relaxed);
+		long v = atomic_load_explicit(&verdict, memory_order_relaxed);
+
+		s = v > 0 && (v & 1);	/* before any round: template */
 	}
 	if (!j.nr_pages)
 		return;
