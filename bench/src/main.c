@@ -597,6 +597,30 @@ static uint64_t run_fill(fill_fn fn, int threads, struct page *map, unsigned lon
 	return t1 - t0;
 }
 
+/*
+ * One fill of the learning auto (auto.c) on the kernel's chunks, with its own
+ * verdict and the given clock; adds what it did to *learned.
+ */
+static uint64_t run_auto_fill(int pre, uint64_t (*clock)(void), int threads, struct page *map,
+			      unsigned long nr_pages, unsigned int order, int do_readback, int prep,
+			      struct auto_stats *learned)
+{
+	struct auto_stats a;
+	uint64_t ns;
+
+	learning = pre ? &auto_fns_pre : &auto_fns;
+	learning_clock = clock;
+	auto_reset();
+	ns = run_fill(NULL, threads, map, nr_pages, order, do_readback, prep, SPLIT_CHUNKED);
+	learning = NULL;
+	a = auto_stats();
+	learned->rounds += a.rounds;
+	learned->stream_rounds += a.stream_rounds;
+	learned->streamed += a.streamed;
+	learned->records += a.records;
+	return ns;
+}
+
 /* -------------------------------------------------------------- fault test */
 
 static int fault_sample(const char *kind, size_t size, uint64_t *ns, size_t *huge, char *why,
@@ -880,25 +904,16 @@ static int cmd_run(struct opts *o)
 
 							ns = 0;
 							for (unsigned long k = 0; k < passes; k++) {
-								if (fs->learns) {
-									learning = pre ? &auto_fns_pre : &auto_fns;
-									learning_clock = now_ns;
-									auto_reset();
-								}
-								ns += run_fill(fn, threads, (struct page *)buf, size / 64,
-									       order, rb,
-									       strcmp(dest, "warm") ? PREP_COLD : PREP_WARM,
-									       split);
-								cpu += last_cpu_ns;
-								if (fs->learns) {
-									struct auto_stats a = auto_stats();
+								int prep = strcmp(dest, "warm") ? PREP_COLD : PREP_WARM;
 
-									learned.rounds += a.rounds;
-									learned.stream_rounds += a.stream_rounds;
-									learned.streamed += a.streamed;
-									learned.records += a.records;
-									learning = NULL;
-								}
+								if (fs->learns)
+									ns += run_auto_fill(pre, now_ns, threads,
+											    (struct page *)buf, size / 64,
+											    order, rb, prep, &learned);
+								else
+									ns += run_fill(fn, threads, (struct page *)buf,
+										       size / 64, order, rb, prep, split);
+								cpu += last_cpu_ns;
 							}
 							printf("sample kind=fill strategy=%s layout=%s dest=%s size=%zu "
 							       "threads=%d split=%s rep=%d ns=%llu bytes=%zu cpu_ns=%llu "
@@ -1070,17 +1085,13 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 	for (int ti = 0; ti < 3; ti++)
 	for (int ci = 0; ci < 2; ci++)
 	for (int flip = 0; flip < 2; flip++) {
-		struct auto_stats a;
+		struct auto_stats a = { 0 };
 		int ok, learns, right;
 
 		chunk_req_pages = chunk_reqs[ci];
 		memset(buf, POISON, size + 2 * GUARD);
-		learning = pre ? &auto_fns_pre : &auto_fns;
-		learning_clock = flip ? flip_clock : now_ns;
-		auto_reset();
-		run_fill(NULL, thread_counts[ti], map, nr, order, 0, PREP_NONE, SPLIT_CHUNKED);
-		learning = NULL;
-		a = auto_stats();
+		run_auto_fill(pre, flip ? flip_clock : now_ns, thread_counts[ti], map, nr, order, 0,
+			      PREP_NONE, &a);
 		ok = !memcmp(buf, ref, size + 2 * GUARD) && a.records == nr;
 		/*
 		 * Where a round fits in a chunk, the flipping clock must have made

@@ -139,11 +139,7 @@ def auto_verdict(summary: dict) -> str:
              if a["strategy"] == "auto"]
     if not autos:
         return "learning auto not measured"
-    worst = min(autos, key=lambda a: a["ratio_best"])
-    misses = [a for a in autos if not a["passes"]]
-    return (f"learning auto: bar met in {len(autos) - len(misses)}/{len(autos)} configurations; worst "
-            f"{worst['ratio_best']:.2f}x the better mode ({worst['layout']} {worst['dest']} "
-            f"{mb.human_size(worst['size'])} t{worst['threads']}, noise {100 * worst['noise']:.0f}%)")
+    return f"learning auto: {mb.auto_bar(autos)}"
 
 
 def cpu_table(summaries: list[dict]) -> str:

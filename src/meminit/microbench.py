@@ -546,6 +546,15 @@ def auto_table(autos: list[dict]) -> str:
                             for a in autos]))
 
 
+def auto_bar(autos: list[dict]) -> str:
+    """One policy's auto_rows() against issue 14's bar: its worst case and how many passed."""
+    worst = min(autos, key=lambda a: a["ratio_best"])
+    misses = sum(not a["passes"] for a in autos)
+    return (f"worst x best {worst['ratio_best']:.2f}x ({worst['layout']} {worst['dest']} "
+            f"{human_size(worst['size'])} t{worst['threads']}, noise {100 * worst['noise']:.0f}%), "
+            f"bar met in {len(autos) - misses}/{len(autos)} configurations")
+
+
 def headline(rows: list[dict], limit: dict) -> str:
     """The answers the issue asks for, computed from this run."""
     out = []
@@ -589,12 +598,8 @@ def headline(rows: list[dict], limit: dict) -> str:
     autos = auto_rows(rows)
     for pol in sorted({a["strategy"] for a in autos}):
         sel = [a for a in autos if a["strategy"] == pol]
-        worst = min(sel, key=lambda a: a["ratio_best"])
         reg = [a for a in sel if a["regret"] is not None]
-        misses = sum(not a["passes"] for a in sel)
-        line = (f"{pol}: worst x best {worst['ratio_best']:.2f}x ({worst['layout']} {worst['dest']} "
-                f"{human_size(worst['size'])} t{worst['threads']}, noise {100 * worst['noise']:.0f}%), "
-                f"bar met in {len(sel) - misses}/{len(sel)} configurations")
+        line = f"{pol}: {auto_bar(sel)}"
         if reg:
             w = min(reg, key=lambda a: a["regret"])
             line += f", worst choice regret {w['regret']:.2f}x ({w['layout']} {w['dest']} {human_size(w['size'])})"
