@@ -10,6 +10,14 @@ import pytest
 from meminit import source
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that needs the kernel tree is a kernel test: unpacking and patching the 6.12
+    source takes minutes on a fresh clone, and `meminit test --quick` must not do it."""
+    for item in items:
+        if "kernel_trees" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.kernel)
+
+
 @pytest.fixture(scope="session")
 def kernel_trees() -> source.Trees:
     """The unpacked 6.12 source with patches/ applied (unpacked on first use)."""

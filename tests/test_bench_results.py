@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from meminit import bench_results as br
-from meminit import microbench as mb
+from meminit import bench_stats
 from meminit.errors import MeminitError
 
 TABLE = """\
@@ -51,19 +51,19 @@ def test_learning_auto_is_judged_against_the_better_mode_of_the_same_run():
         samples += [_sample("template", 100_000_000 + jitter, rep), _sample("movntdq", 40_000_000 + jitter, rep),
                     _sample("auto", 41_000_000 + jitter, rep, rounds=10, stream_rounds=10,
                             streamed=990, records=1000)]
-    rows = mb.summarize(samples)
+    rows = bench_stats.summarize(samples)
     auto = next(r for r in rows if r["strategy"] == "auto")
     assert auto["streamed_share"] == pytest.approx(0.99)
-    a = next(a for a in mb.auto_rows(rows) if a["strategy"] == "auto")
+    a = next(a for a in bench_stats.auto_rows(rows) if a["strategy"] == "auto")
     assert a["chose"] == "S 99%" and a["best"] == "movntdq"
     assert a["ratio_best"] == pytest.approx(40 / 41, rel=1e-3) and a["passes"]
     assert a["ratio_template"] == pytest.approx(100 / 41, rel=1e-3)
     # 10 % behind the better mode, with no noise to hide in: the bar is missed
     slow_auto = [dict(s, ns=44_000_000 + s["rep"]) if s["strategy"] == "auto" else s for s in samples]
-    a = next(a for a in mb.auto_rows(mb.summarize(slow_auto)) if a["strategy"] == "auto")
+    a = next(a for a in bench_stats.auto_rows(bench_stats.summarize(slow_auto)) if a["strategy"] == "auto")
     assert not a["passes"]
     summary = {"cpu_model": "X", "family": "6", "model": "1", "date": "2026-11-24T00:00:00Z", "source": "t",
-               "caches": [{"level": "3", "size": "32768K"}], "rows": br._rows(mb.summarize(slow_auto))}
+               "caches": [{"level": "3", "size": "32768K"}], "rows": br._rows(bench_stats.summarize(slow_auto))}
     assert "bar met in 0/1 configurations" in br.auto_verdict(summary)
     table = br.cpu_table([summary])
     assert "**X, family 6 model 1, L3 32768K**" in table

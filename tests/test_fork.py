@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from meminit import fork
+from meminit import forkbench, maple_bench, plotting
 from meminit.errors import MeminitError
 
 
@@ -39,7 +39,7 @@ def test_parse_forkbench_skips_console_noise():
         "",
         "{not json of ours}",
     ])
-    rows = fork.parse_forkbench(output)
+    rows = forkbench.parse_forkbench(output)
     assert [r["vmas"] for r in rows] == [21, 221]
     assert rows[1]["forks_per_sec"] == 800.0
 
@@ -47,29 +47,29 @@ def test_parse_forkbench_skips_console_noise():
 def test_parse_forkbench_error_row_fails():
     bad = '{"kind": "forkbench", "vmas": 70000, "error": "N exceeds vm.max_map_count: x"}'
     with pytest.raises(MeminitError, match="max_map_count"):
-        fork.parse_forkbench(_fb(0, 21, 1000.0) + "\n" + bad)
+        forkbench.parse_forkbench(_fb(0, 21, 1000.0) + "\n" + bad)
 
 
 def test_parse_forkbench_needs_rows_and_checks_vma_count():
     with pytest.raises(MeminitError, match="no result line"):
-        fork.parse_forkbench("nothing here\n")
+        forkbench.parse_forkbench("nothing here\n")
     row = json.loads(_fb(0, 221, 500.0))
     row["maps_during"] = row["maps_before"] + 220      # merged with a neighbour
     with pytest.raises(MeminitError, match="rose by 220"):
-        fork.parse_forkbench(json.dumps(row))
+        forkbench.parse_forkbench(json.dumps(row))
     row = json.loads(_fb(0, 221, 500.0))
     row["forks"] = 0
     with pytest.raises(MeminitError, match="no fork"):
-        fork.parse_forkbench(json.dumps(row))
+        forkbench.parse_forkbench(json.dumps(row))
 
 
 def test_fork_table_medians_spread_and_ratios():
-    rows = fork.parse_forkbench("\n".join([
+    rows = forkbench.parse_forkbench("\n".join([
         _fb(0, 21, 1000.0), _fb(0, 221, 500.0), _fb(0, 51221, 10.0),
         _fb(1, 51221, 12.0), _fb(1, 221, 550.0), _fb(1, 21, 1100.0),
         _fb(2, 21, 900.0), _fb(2, 221, 450.0), _fb(2, 51221, 8.0),
     ]))
-    summary = fork.summarize_forks(rows)
+    summary = forkbench.summarize_forks(rows)
     assert [s["vmas"] for s in summary] == [21, 221, 51221]
     assert summary[0]["forks_per_sec_median"] == 1000.0
     assert summary[0]["reps"] == 3
@@ -77,7 +77,7 @@ def test_fork_table_medians_spread_and_ratios():
     assert summary[1]["rel_to_first"] == pytest.approx(0.5)
     assert summary[2]["rel_to_first"] == pytest.approx(0.01)
 
-    table = fork.fork_table(rows)
+    table = forkbench.fork_table(rows)
     lines = table.splitlines()
     assert "vs N=21" in lines[0]
     row221 = next(line for line in lines if line.split("|")[1].strip() == "221")
@@ -87,24 +87,31 @@ def test_fork_table_medians_spread_and_ratios():
     assert "0.010×" in row51221 and "0.020×" in row51221
 
 
-def test_plot_forks_writes_a_png(tmp_path):
-    rows = fork.parse_forkbench("\n".join([_fb(0, 21, 1000.0), _fb(0, 221, 600.0),
+def test_plot_forks_draws_the_median_rate_and_the_cost_of_vmas(tmp_path, monkeypatch):
+    figures = []
+    real_save = plotting.save
+    monkeypatch.setattr(plotting, "save", lambda fig, out, **kw: figures.append(fig) or real_save(fig, out, **kw))
+    rows = forkbench.parse_forkbench("\n".join([_fb(0, 21, 1000.0), _fb(0, 221, 600.0),
                                            _fb(1, 21, 900.0), _fb(1, 221, 500.0)]))
     out = tmp_path / "fork.png"
-    fork.plot_forks({"base": rows, "series": rows}, out, title="test")
+    forkbench.plot_forks({"base": rows, "series": rows[:2]}, out, title="test")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (fig,) = figures
+    rate, cost = fig.axes[:2]
+    assert [c.lines[0].get_ydata().tolist() for c in rate.containers] == [[950.0, 550.0], [1000.0, 600.0]]
+    assert [line.get_ydata().tolist() for line in cost.get_lines()] == [[1.0, 550 / 950], [1.0, 0.6]]
 
 
 def test_forkbench_command_quotes_and_validates(tmp_path):
     binary = tmp_path / "dir with space" / "forkbench"
-    cmd = fork.forkbench_command(binary, [21, 221], 1.5, reps=3)
+    cmd = forkbench.forkbench_command(binary, [21, 221], 1.5, reps=3)
     assert shlex.split(cmd) == [str(binary), "-n", "21,221", "-t", "1.5", "-r", "3"]
     with pytest.raises(MeminitError):
-        fork.forkbench_command(binary, [21, 0], 1.0)
+        forkbench.forkbench_command(binary, [21, 0], 1.0)
     with pytest.raises(MeminitError):
-        fork.forkbench_command(binary, [21], 0)
+        forkbench.forkbench_command(binary, [21], 0)
     with pytest.raises(MeminitError):
-        fork.forkbench_command(binary, [], 1.0)
+        forkbench.forkbench_command(binary, [], 1.0)
 
 
 # ---------------------------------------------------------------- maple comparison
@@ -118,15 +125,15 @@ def test_maple_summary_ratios_are_per_repetition():
         _mc(2, 21, "mt_dup", 3.0, us_mt_dup_only=1.5), _mc(2, 21, "bulk_insert", 9.0),
         _mc(2, 21, "store_each", 9.0),
     ])
-    rows = fork.parse_maple_dup(out)
-    (s,) = fork.summarize_maple(rows)
+    rows = maple_bench.parse_maple_dup(out)
+    (s,) = maple_bench.summarize_maple(rows)
     assert s["mt_dup"]["us_median"] == 3.0
     assert s["mt_dup"]["us_mt_dup_only_median"] == 1.5
     # per-rep ratios 2.0, 1.5, 3.0 -> median 2.0 (the ratio of medians would be 2.0 too,
     # but min/max must come from single repetitions)
     assert s["ratio_bulk_insert"] == {"median": 2.0, "min": 1.5, "max": 3.0, "reps": 3}
     assert s["ratio_store_each"]["median"] == 3.0
-    table = fork.maple_table(rows)
+    table = maple_bench.maple_table(rows)
     assert "2.00× (1.50–3.00)" in table
     assert "3.00× (3.00–4.00)" in table
 
@@ -134,13 +141,13 @@ def test_maple_summary_ratios_are_per_repetition():
 def test_parse_maple_dup_fails_on_error_or_unverified():
     err = '{"error": "copy has a different range", "n": 221, "method": "mt_dup"}'
     with pytest.raises(MeminitError, match="different range"):
-        fork.parse_maple_dup(_mc(0, 21, "mt_dup", 1.0) + "\n" + err)
+        maple_bench.parse_maple_dup(_mc(0, 21, "mt_dup", 1.0) + "\n" + err)
     row = json.loads(_mc(0, 21, "mt_dup", 1.0))
     row["verified"] = False
     with pytest.raises(MeminitError):
-        fork.parse_maple_dup(json.dumps(row))
+        maple_bench.parse_maple_dup(json.dumps(row))
     with pytest.raises(MeminitError, match="no result line"):
-        fork.parse_maple_dup("maple_tree: 1 of 1 tests passed\n")
+        maple_bench.parse_maple_dup("maple_tree: 1 of 1 tests passed\n")
 
 
 def test_harness_bench_params_reads_the_source(tmp_path):
@@ -150,7 +157,7 @@ def test_harness_bench_params_reads_the_source(tmp_path):
         "static int nr_entries = 7;\n"
         "static noinline void __init bench_forking(void)\n{\n"
         "\tint i, nr_entries = 134, nr_fork = 80000, ret;\n}\n")
-    assert fork.harness_bench_params(tmp_path) == {"entries": 135, "dups": 80000}
+    assert maple_bench.harness_bench_params(tmp_path) == {"entries": 135, "dups": 80000}
 
 
 # ---------------------------------------------------------------- forkbench for real
@@ -160,24 +167,24 @@ def _count_maps(pid: int) -> int:
 
 
 def test_forkbench_real_run_on_host():
-    binary = fork.build_forkbench()
-    cmd = fork.forkbench_command(binary, [5, 300], 0.25, reps=1)
+    binary = forkbench.build_forkbench()
+    cmd = forkbench.forkbench_command(binary, [5, 300], 0.25, reps=1)
     proc = subprocess.run(shlex.split(cmd), capture_output=True, text=True, timeout=20)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = fork.parse_forkbench(proc.stdout)
+    rows = forkbench.parse_forkbench(proc.stdout)
     assert [r["vmas"] for r in rows] == [5, 300]
     for r in rows:
         assert r["maps_during"] - r["maps_before"] == r["vmas"]
         assert r["maps_after"] == r["maps_before"]
         assert r["forks"] >= 3 and r["forks_per_sec"] > 0
         assert r["seconds"] >= 0.25
-    first_cells = [line.split("|")[1].strip() for line in fork.fork_table(rows).splitlines()]
+    first_cells = [line.split("|")[1].strip() for line in forkbench.fork_table(rows).splitlines()]
     assert first_cells[2:] == ["5", "300"]
 
 
 def test_forkbench_vmas_seen_from_outside():
     """While it forks, /proc/PID/maps of forkbench really holds N more VMAs."""
-    binary = fork.build_forkbench()
+    binary = forkbench.build_forkbench()
     n = 2000
     child = subprocess.Popen([str(binary), "-n", str(n), "-t", "1.5"],
                              stdout=subprocess.PIPE, text=True)
@@ -198,16 +205,16 @@ def test_forkbench_vmas_seen_from_outside():
         if child.poll() is None:
             child.kill()
             child.wait()
-    (row,) = fork.parse_forkbench(out)
+    (row,) = forkbench.parse_forkbench(out)
     assert peak >= row["maps_before"] + n
     assert row["forks"] > 0
 
 
 def test_forkbench_fails_loudly_past_max_map_count():
-    binary = fork.build_forkbench()
+    binary = forkbench.build_forkbench()
     limit = int(Path("/proc/sys/vm/max_map_count").read_text())
     proc = subprocess.run([str(binary), "-n", str(limit + 1), "-t", "0.1"],
                           capture_output=True, text=True, timeout=20)
     assert proc.returncode != 0
     with pytest.raises(MeminitError, match="max_map_count"):
-        fork.parse_forkbench(proc.stdout)
+        forkbench.parse_forkbench(proc.stdout)

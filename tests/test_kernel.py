@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from meminit import build, ktap, paths, report, scenarios, selftest_results, selftests, soak, vm
+from meminit import build, ktap, memmap_log, paths, results, selftest_results, selftests, soak, units, vm
+from meminit.scenarios import memmap
 
 pytestmark = pytest.mark.kernel
 
@@ -50,15 +51,15 @@ def boot_with_rebinds(kernel: build.Kernel, run_dir: Path, accel: str, name: str
                       rebinds: int, append: list[str]) -> SeriesBoot:
     """Boot `kernel` (KUnit runs at boot) and rebind a small fsdax namespace `rebinds`
     times per mode, with one 1 GiB page reserved for folio_zero_user's gigantic case."""
-    memory, memmap = vm.pmem_layout(PMEM, None)
+    memory, memmap_param = vm.pmem_layout(PMEM, None)
     script = run_dir / "guest.sh"
-    script.write_text(scenarios.guest_script(scenarios.SCENARIOS["fsdax-mapdev"], ["all"], rebinds)
+    script.write_text(memmap.guest_script(memmap.BY_NAME["fsdax-mapdev"], ["all"], rebinds)
                       + "uname -r > uname.txt\n"
                       + "cat /sys/bus/nd/devices/namespace0.0/numa_node > pmem-node.txt\n")
-    memory += HUGETLB_1G_POOL * vm.GIB
-    spec = vm.BootSpec(image=kernel.image, name=name, script=f"bash {shlex.quote(str(script))}",
+    memory += HUGETLB_1G_POOL * units.GIB
+    spec = vm.BootSpec(image=kernel.image, kernel=kernel.variant, name=name, script=f"bash {shlex.quote(str(script))}",
                        memory_bytes=memory, cpus=2, numa=vm.numa_pmem_layout(memory, 2),
-                       append=[*append, memmap, "hugepagesz=1G", f"hugepages={HUGETLB_1G_POOL}"],
+                       append=[*append, memmap_param, "hugepagesz=1G", f"hugepages={HUGETLB_1G_POOL}"],
                        timeout_s=1200)
     result = vm.boot(spec, run_dir, accel)
     return SeriesBoot(kernel=kernel, run_dir=run_dir, result=result, accel=accel)
@@ -68,7 +69,7 @@ def boot_with_rebinds(kernel: build.Kernel, run_dir: Path, accel: str, name: str
 def series_boot(kernel_trees) -> SeriesBoot:
     kernel = build.kernel_for("debug", kernel_trees)
     build.build(kernel)
-    run_dir = report.new_run_dir("test")
+    run_dir = results.new_run_dir("test")
     accel = vm.resolve_accel("auto", kernel.image, run_dir)
     return boot_with_rebinds(kernel, run_dir, accel, "series", REBINDS, [])
 
@@ -91,7 +92,7 @@ def preempt_none_boot(series_boot) -> SeriesBoot:
 def check_rebinds(boot: SeriesBoot, rebinds: int) -> None:
     """`rebinds` timed binds per mode of the kernel, each of the same non-zero number of
     pages, on two threads, with the same struct pages in every mode."""
-    samples = scenarios.parse_init_samples(boot.result.dmesg.read_text(errors="replace"))
+    samples = memmap_log.parse_init_samples(boot.result.dmesg.read_text(errors="replace"))
     done = [s for s in samples if s.phase == "rebind"]
     modes = set((boot.run_dir / "modes-available.txt").read_text().split())
     assert {s.variant for s in done} == modes
@@ -102,8 +103,8 @@ def check_rebinds(boot: SeriesBoot, rebinds: int) -> None:
     assert {s.threads for s in done} == {2}, [(s.variant, s.threads) for s in done]
     hashes = boot.run_dir / "hashes.txt"
     assert hashes.exists(), "the series' memmap_hash debugfs file did not produce hashes"
-    assert len(scenarios.parse_hashes(hashes.read_text())) == len(modes)
-    assert scenarios.hash_mismatch(scenarios.parse_hashes(hashes.read_text())) is None
+    assert len(memmap_log.parse_hashes(hashes.read_text())) == len(modes)
+    assert memmap_log.hash_mismatch(memmap_log.parse_hashes(hashes.read_text())) is None
 
 
 def check_kunit(boot: SeriesBoot, kernel_src: Path, name: str) -> None:
@@ -123,7 +124,7 @@ def short_soak(series_boot) -> soak.SoakOutcome:
     """soak.SHORT_CYCLES cycles of every scenario, with CPU hotplug and injected faults."""
     run_dir = series_boot.run_dir / "soak"
     run_dir.mkdir(exist_ok=True)
-    request = soak.SoakRequest(scenarios=list(scenarios.SCENARIOS), cycles=soak.SHORT_CYCLES,
+    request = soak.SoakRequest(scenarios=list(memmap.BY_NAME), cycles=soak.SHORT_CYCLES,
                                accel=series_boot.accel, timeout_s=2400)
     outcome = soak.soak(series_boot.kernel, request, run_dir)
     (run_dir / "soak.txt").write_text(outcome.table + "\n")
@@ -152,7 +153,7 @@ def test_pmem_sits_on_the_node_without_cpus(series_boot):
     assert (series_boot.run_dir / "pmem-node.txt").read_text().strip() == "1"
     # the init's per-thread lines name that node, and CPUs of node 0 ran the threads
     dmesg = series_boot.result.dmesg.read_text(errors="replace")
-    binds = [s for s in scenarios.parse_init_samples(dmesg) if s.phase == "rebind"]
+    binds = [s for s in memmap_log.parse_init_samples(dmesg) if s.phase == "rebind"]
     assert binds and all(s.nodes == (1,) and s.cpus and set(s.cpus) <= {0, 1} for s in binds), \
         [(s.variant, s.iteration, s.where()) for s in binds]
 

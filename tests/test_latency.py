@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from meminit import latency, report
+from meminit import scenarios
+from meminit.scenarios import fault_latency as latency
 from meminit.errors import MeminitError
 
 
@@ -90,8 +91,8 @@ def test_summary_takes_the_worst_round_and_compares_it_with_base(tmp_path: Path)
     assert "900/300" in table and "4.5" in table
     result = {"scenarios": [{"name": latency.SCENARIO, "kind": "latency", "rows": rows,
                              "seconds": 5, "rounds": 2}], "accel": "tcg"}
-    assert "cyclictest (SCHED_FIFO, CPU 1)" in report.render(result)
-    pngs = report.plot(result, tmp_path)
+    assert "cyclictest (SCHED_FIFO, CPU 1)" in scenarios.render(result)
+    pngs = scenarios.plot(result, tmp_path)
     assert pngs == [tmp_path / "latency.png"] and pngs[0].stat().st_size > 0
 
 

@@ -12,49 +12,50 @@ from pathlib import Path
 import pytest
 
 from meminit import microbench as mb
+from meminit import bench_render, bench_stats, benchbin, hostinfo, hugetlb, tables, units
 from meminit.errors import MeminitError
 
 
 # ------------------------------------------------------------------ parsing
 
 def test_parse_size():
-    assert mb.parse_size("16M") == 16 << 20
-    assert mb.parse_size("1G") == 1 << 30
-    assert mb.parse_size("4K") == 4096
-    assert mb.parse_size("32MiB") == 32 << 20
-    assert mb.parse_size("4096") == 4096
+    assert units.parse_size("16M") == 16 << 20
+    assert units.parse_size("1G") == 1 << 30
+    assert units.parse_size("4K") == 4096
+    assert units.parse_size("32MiB") == 32 << 20
+    assert units.parse_size("4096") == 4096
     with pytest.raises(MeminitError):
-        mb.parse_size("lots")
+        units.parse_size("lots")
     with pytest.raises(MeminitError):
-        mb.parse_size("-1M")
+        units.parse_size("-1M")
 
 
 def test_human_size():
-    assert mb.human_size(1 << 30) == "1G"
-    assert mb.human_size(32 << 20) == "32M"
-    assert mb.human_size(4096) == "4K"
-    assert mb.human_size(1000) == "1000"
+    assert units.format_size(1 << 30) == "1G"
+    assert units.format_size(32 << 20) == "32M"
+    assert units.format_size(4096) == "4K"
+    assert units.format_size(1000) == "1000"
 
 
 def test_parse_line_sample_skip_info():
-    kind, f = mb.parse_line("sample kind=fill strategy=movnti layout=o9 dest=cold size=1073741824 "
+    kind, f = benchbin.parse_line("sample kind=fill strategy=movnti layout=o9 dest=cold size=1073741824 "
                             "threads=2 rep=3 ns=50000000 bytes=1073741824 cpu_ns=49000000\n")
     assert kind == "sample"
     assert f["strategy"] == "movnti" and f["threads"] == 2 and f["ns"] == 50_000_000
-    kind, f = mb.parse_line("skip kind=fault strategy=hugetlb-1G reason=mmap failed: Cannot allocate memory")
+    kind, f = benchbin.parse_line("skip kind=fault strategy=hugetlb-1G reason=mmap failed: Cannot allocate memory")
     assert kind == "skip" and f["strategy"] == "hugetlb-1G"
     assert f["reason"] == "mmap failed: Cannot allocate memory"
-    assert mb.parse_line("info llc_bytes=33554432") == ("info", {"llc_bytes": 33554432})
-    assert mb.parse_line("meminit-bench: repetition 1/5") is None
+    assert benchbin.parse_line("info llc_bytes=33554432") == ("info", {"llc_bytes": 33554432})
+    assert benchbin.parse_line("meminit-bench: repetition 1/5") is None
 
 
 def test_parse_line_rejects_bad_samples():
     with pytest.raises(MeminitError):
-        mb.parse_line("sample kind=fill strategy=x ns=0 bytes=64")
+        benchbin.parse_line("sample kind=fill strategy=x ns=0 bytes=64")
     with pytest.raises(MeminitError):
-        mb.parse_line("sample kind=fill strategy=x bytes=64")
+        benchbin.parse_line("sample kind=fill strategy=x bytes=64")
     with pytest.raises(MeminitError):
-        mb.parse_line("sample kind=fill strategy=x ns=10 bytes=64 garbage")
+        benchbin.parse_line("sample kind=fill strategy=x ns=10 bytes=64 garbage")
 
 
 # -------------------------------------------------------------------- stats
@@ -77,17 +78,17 @@ def test_summarize_min_median_max_and_ratios():
     samples = [fill("slow", g // 5, rep=r) for r in range(3)]                 # 5 GB/s
     samples += [fill("movnti", g // d, rep=r) for r, d in enumerate((10, 20, 15))]
     samples += [clear("stosb-4K", 4096, g // 20), clear("stosb-1G", g, g // 40)]
-    rows = mb.summarize(samples)
+    rows = bench_stats.summarize(samples)
     by = {r["strategy"]: r for r in rows}
     assert by["movnti"]["n"] == 3
     assert by["movnti"]["median"] == pytest.approx(g / (g // 15))
     assert by["movnti"]["min"] == pytest.approx(g / (g // 10))
     assert by["movnti"]["max"] == pytest.approx(g / (g // 20))
-    limit = mb.machine_limit(rows, llc_bytes=32 << 20)
+    limit = bench_stats.machine_limit(rows, llc_bytes=32 << 20)
     assert limit["zero"]["case"].startswith("clear stosb-1G")
     assert limit["zero"]["gbps"] == pytest.approx(g / (g // 40))
     assert limit["data"]["case"].startswith("fill movnti")
-    mb.add_ratios(rows, limit)
+    bench_stats.add_ratios(rows, limit)
     assert by["slow"]["x_slow"] == pytest.approx(1.0)
     assert by["movnti"]["x_slow"] == pytest.approx((g / (g // 15)) / (g / (g // 5)))
     assert by["movnti"]["x_slow_best"] == pytest.approx((g / (g // 20)) / (g / (g // 5)))
@@ -102,13 +103,13 @@ def test_ratio_uses_same_threads_layout_dest():
     samples = [fill("slow", g // 5), fill("slow", g // 10, threads=2),
                fill("template", g // 10), fill("template", g // 10, threads=2),
                fill("slow", g // 2, dest="warm"), fill("template", g // 8, dest="warm")]
-    rows = mb.summarize(samples)
-    mb.add_ratios(rows, {})
+    rows = bench_stats.summarize(samples)
+    bench_stats.add_ratios(rows, {})
     got = {(r["strategy"], r["threads"], r["dest"]): r.get("x_slow") for r in rows}
     assert got[("template", 1, "cold")] == pytest.approx(2.0)
     assert got[("template", 2, "cold")] == pytest.approx(1.0)
     assert got[("template", 1, "warm")] == pytest.approx(4.0)
-    scaling = {(s["strategy"], s["dest"]): s["ratio"] for s in mb.thread_scaling(rows)}
+    scaling = {(s["strategy"], s["dest"]): s["ratio"] for s in bench_stats.thread_scaling(rows)}
     assert scaling[("slow", "cold")] == pytest.approx(2.0)
     assert scaling[("template", "cold")] == pytest.approx(1.0)
 
@@ -117,29 +118,29 @@ def test_machine_limit_ignores_in_cache_fills_and_separates_zeros():
     samples = [fill("template", 1 << 20, size=16 << 20, dest="warm"),   # in cache, very fast
                fill("template", 50_000_000), clear("stosb-1G", 1 << 30, 25_000_000),
                clear("avx512nt_nz-1G", 1 << 30, 40_000_000)]
-    rows = mb.summarize(samples)
-    limit = mb.machine_limit(rows, llc_bytes=32 << 20)
+    rows = bench_stats.summarize(samples)
+    limit = bench_stats.machine_limit(rows, llc_bytes=32 << 20)
     assert limit["zero"]["case"].startswith("clear stosb-1G")
     assert limit["data"]["case"].startswith("clear avx512nt_nz-1G")
     assert limit["data"]["gbps"] == pytest.approx((1 << 30) / 40_000_000)
-    mb.add_ratios(rows, limit)
+    bench_stats.add_ratios(rows, limit)
     probe = next(r for r in rows if r["strategy"] == "avx512nt_nz-1G")
     assert "x_4k" not in probe and probe["x_limit"] == pytest.approx(1.0)
 
 
 def test_best_fill_excludes_slow_paths_and_auto():
     g = 1 << 30
-    rows = mb.summarize([fill("slow", g // 50), fill("slow-saferet", g // 40), fill("movntdq", g // 20),
+    rows = bench_stats.summarize([fill("slow", g // 50), fill("slow-saferet", g // 40), fill("movntdq", g // 20),
                          fill("template", g // 30, threads=2), fill("auto-dram", g // 60, chose="template")])
-    assert mb.best_fill(rows, g, "o0")["strategy"] == "template"
+    assert bench_stats.best_fill(rows, g, "o0")["strategy"] == "template"
 
 
 def test_parse_line_split_and_auto_choice():
-    kind, f = mb.parse_line("sample kind=fill strategy=auto-dram layout=o0 dest=warm size=4194304 threads=2 "
+    kind, f = benchbin.parse_line("sample kind=fill strategy=auto-dram layout=o0 dest=warm size=4194304 threads=2 "
                             "split=chunked rep=0 ns=100000 bytes=67108864 cpu_ns=90000 passes=16 chunks=2 "
                             "chose=template")
     assert f["split"] == "chunked" and f["chunks"] == 2 and f["chose"] == "template"
-    rows = mb.summarize([f])
+    rows = bench_stats.summarize([f])
     assert rows[0]["split"] == "chunked" and rows[0]["chose"] == "template"
 
 
@@ -150,16 +151,16 @@ def test_splits_and_sections_are_separate_cases():
                fill("template", g // 10, split="chunked"), fill("template", g // 20, threads=2, split="chunked")]
     other = fill("slow", g // 2, split="even")      # same case, another section (separate interleaving)
     other["section"] = "scaling"
-    rows = mb.summarize(samples + [other])
+    rows = bench_stats.summarize(samples + [other])
     assert len(rows) == 7
-    mb.add_ratios(rows, {})
-    sc = {(s["strategy"], s["split"]): s["ratio"] for s in mb.thread_scaling(rows)}
+    bench_stats.add_ratios(rows, {})
+    sc = {(s["strategy"], s["split"]): s["ratio"] for s in bench_stats.thread_scaling(rows)}
     assert sc[("slow", "even")] == pytest.approx(2.0)
     assert sc[("slow", "chunked")] == pytest.approx(4.0)
     assert sc[("template", "chunked")] == pytest.approx(2.0)
     tmpl2 = next(r for r in rows if r["strategy"] == "template" and r["threads"] == 2)
     assert tmpl2["x_slow"] == pytest.approx(1.0)      # against slow of the same split
-    text = mb.fill_tables(rows) + mb.scaling_table(mb.thread_scaling(rows))
+    text = bench_render.fill_tables(rows) + bench_render.scaling_table(bench_stats.thread_scaling(rows))
     assert "split=chunked" in text and "(scaling run)" in text and "chunked" in text
 
 
@@ -171,13 +172,13 @@ def test_crossover_smallest_size_from_which_streaming_wins():
         samples += [fill("template", size // t, size=size, dest="warm"),
                     fill("movntdq", size // st, size=size, dest="warm")]
     samples += [fill("template", (4 * m) // 20, size=4 * m), fill("movntdq", (4 * m) // 25, size=4 * m)]
-    cross = {(c["layout"], c["dest"]): c for c in mb.crossover(mb.summarize(samples))}
+    cross = {(c["layout"], c["dest"]): c for c in bench_stats.crossover(bench_stats.summarize(samples))}
     assert cross[("o0", "warm")]["crossover"] == 256 * m
     assert cross[("o0", "warm")]["ratios"][16 * m] == pytest.approx(31 / 30, rel=1e-3)
     assert cross[("o0", "cold")]["crossover"] == 4 * m
-    never = mb.crossover(mb.summarize([fill("template", 10, size=4 * m), fill("movntdq", 20, size=4 * m)]))
+    never = bench_stats.crossover(bench_stats.summarize([fill("template", 10, size=4 * m), fill("movntdq", 20, size=4 * m)]))
     assert never[0]["crossover"] is None
-    text = mb.crossover_table(mb.crossover(mb.summarize(samples)))
+    text = bench_render.crossover_table(bench_stats.crossover(bench_stats.summarize(samples)))
     assert "256M" in text and "none" not in text
 
 
@@ -189,15 +190,15 @@ def test_auto_rows_against_best_and_slow():
                fill("movntdq", size // 20, size=size, dest="warm"),
                fill("auto-dram", size // 38, size=size, dest="warm", chose="template"),
                fill("auto-altmap", size // 21, size=size, dest="warm", chose="movntdq")]
-    autos = {a["strategy"]: a for a in mb.auto_rows(mb.summarize(samples))}
+    autos = {a["strategy"]: a for a in bench_stats.auto_rows(bench_stats.summarize(samples))}
     assert autos["auto-dram"]["best"] == "template"
     assert autos["auto-dram"]["ratio_best"] == pytest.approx(38 / 40, rel=1e-3)
     assert autos["auto-dram"]["regret"] == pytest.approx(1.0)
     assert autos["auto-dram"]["ratio_slow"] == pytest.approx(3.8, rel=1e-3)
     assert autos["auto-altmap"]["regret"] == pytest.approx(0.5, rel=1e-3)   # chose the slower one
-    text = mb.auto_table(mb.auto_rows(mb.summarize(samples)))
+    text = bench_render.auto_table(bench_stats.auto_rows(bench_stats.summarize(samples)))
     assert "auto-altmap" in text and "0.50x" in text
-    line = mb.headline(mb.summarize(samples), {})
+    line = bench_render.headline(bench_stats.summarize(samples), {})
     assert "auto-altmap: worst x best" in line and "regret 0.50x" in line
 
 
@@ -207,15 +208,15 @@ def test_clear_ratios_against_612_order_and_unit_table():
                clear("fz2M-32M", 32 << 20, g // 24), clear("fz1G-2M", 2 << 20, g // 27),
                clear("fz1G-256K", 256 << 10, g // 30), clear("fz1G-32M", 32 << 20, g // 50),
                clear("fz1G-1G", g, g // 75)]
-    rows = mb.summarize(samples)
-    mb.add_ratios(rows, {})
-    mb.add_clear_612(rows)
+    rows = bench_stats.summarize(samples)
+    bench_stats.add_ratios(rows, {})
+    bench_stats.add_clear_612(rows)
     by = {r["strategy"]: r for r in rows}
-    assert mb.clear_folio("fz2M-32M") == "2M" and mb.clear_folio("fz1G-2M") == "1G"
-    assert mb.clear_folio("stosb-1G") == "1G"
+    assert bench_stats.clear_folio("fz2M-32M") == "2M" and bench_stats.clear_folio("fz1G-2M") == "1G"
+    assert bench_stats.clear_folio("stosb-1G") == "1G"
     assert by["fz2M-32M"]["x_612"] == pytest.approx(2.0, rel=1e-3)    # against php2M-4K
     assert by["fz1G-32M"]["x_612"] == pytest.approx(2.0, rel=1e-3)    # against stosb-4K
-    text = mb.unit_table(rows)
+    text = bench_render.unit_table(rows)
     lines = text.splitlines()
     assert [l.split()[0] for l in lines[3:]] == ["256K", "2M", "32M", "1G"]
     assert "x 256K unit" in lines[1]                                    # the kernel's cooperative unit
@@ -223,27 +224,27 @@ def test_clear_ratios_against_612_order_and_unit_table():
 
 
 def test_render_table_alignment_and_shape():
-    text = mb.render_table(["strategy", "GB/s"], [["slow", "5.00"], ["avx512nt", "24.80"]])
+    text = tables.render_table(["strategy", "GB/s"], [["slow", "5.00"], ["avx512nt", "24.80"]])
     lines = text.splitlines()
     assert lines[0].startswith("strategy") and lines[1].startswith("--------")
     assert lines[2] == "slow       5.00"
     assert lines[3] == "avx512nt  24.80"
     with pytest.raises(ValueError):
-        mb.render_table(["a", "b"], [["only one"]])
+        tables.render_table(["a", "b"], [["only one"]])
 
 
 def test_render_report_contains_load_and_answers():
     g = 1 << 30
     samples = [fill("slow", g // 5, rep=r) for r in range(5)] + [fill("movnti", g // 20, rep=r) for r in range(5)]
     samples += [clear("stosb-4K", 4096, g // 20), clear("stosb-2M", 2 << 20, g // 25)]
-    rows = mb.summarize(samples)
-    limit = mb.machine_limit(rows, 32 << 20)
-    mb.add_ratios(rows, limit)
+    rows = bench_stats.summarize(samples)
+    limit = bench_stats.machine_limit(rows, 32 << 20)
+    bench_stats.add_ratios(rows, limit)
     result = {"date": "2026-11-22T00:00:00Z", "machine": {"cpu_model": "AMD EPYC", "kernel": "6.18"},
               "loadavg_start": "1.00 2.00 3.00", "loadavg_end": "0.50 0.40 0.30",
               "options": {"reps": 5, "nice": 0}, "limit": limit, "summary": rows,
               "thread_scaling": [], "skips": [{"kind": "fault", "strategy": "hugetlb-1G", "reason": "no pages"}]}
-    text = mb.render_report(result)
+    text = bench_render.render_report(result)
     assert "start 1.00 2.00 3.00" in text and "end 0.50 0.40 0.30" in text
     assert "movnti t1 20.00 GB/s" in text
     assert "= 4.00x slow" in text
@@ -254,7 +255,7 @@ def test_render_report_contains_load_and_answers():
 
 def test_parse_cpuinfo():
     text = "processor\t: 0\nmodel name\t: AMD EPYC 9004\nflags\t\t: fpu sse2 avx512f clzero\n\nprocessor\t: 1\n"
-    info = mb.parse_cpuinfo(text)
+    info = hostinfo.parse_cpuinfo(text)
     assert info["cpu_model"] == "AMD EPYC 9004"
     assert "clzero" in info["flags"] and "avx512f" in info["flags"]
 
@@ -264,9 +265,9 @@ def test_hugetlb_reservation_restores(tmp_path: Path):
     d.mkdir()
     (d / "nr_hugepages").write_text("3\n")
     (d / "free_hugepages").write_text("1\n")
-    plan = mb.hugetlb_plan(["anon-4K", "hugetlb-2M", "hugetlb-1G"], 8 << 20)
+    plan = hugetlb.hugetlb_plan(["anon-4K", "hugetlb-2M", "hugetlb-1G"], 8 << 20)
     assert plan == {"hugetlb-2M": 4, "hugetlb-1G": 1}
-    with mb.HugetlbReservation(plan, root=tmp_path) as r:
+    with hugetlb.HugetlbReservation(plan, root=tmp_path) as r:
         # a plain file does not grow free_hugepages, as a kernel short of memory
         # would not: the shortfall is reported and the pool size put back at once
         assert "hugetlb-2M" in r.skipped and "got 1" in r.skipped["hugetlb-2M"]
@@ -280,7 +281,7 @@ def test_hugetlb_reservation_enough_free_pages_untouched(tmp_path: Path):
     d.mkdir()
     (d / "nr_hugepages").write_text("8\n")
     (d / "free_hugepages").write_text("8\n")
-    with mb.HugetlbReservation({"hugetlb-2M": 4}, root=tmp_path) as r:
+    with hugetlb.HugetlbReservation({"hugetlb-2M": 4}, root=tmp_path) as r:
         assert r.skipped == {}
     assert (d / "nr_hugepages").read_text() == "8\n"
 
@@ -289,7 +290,7 @@ def test_hugetlb_reservation_enough_free_pages_untouched(tmp_path: Path):
 
 @pytest.fixture(scope="module")
 def bench_binary() -> Path:
-    return mb.build()
+    return benchbin.build()
 
 
 def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
@@ -340,7 +341,7 @@ def test_run_mode_output_parses(bench_binary: Path):
                            "--fault-size", "2M", "--evict-bytes", "4M"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    out = mb.parse_output(proc.stdout)
+    out = benchbin.parse_output(proc.stdout)
     fills = [s for s in out.samples if s["kind"] == "fill"]
     assert len(fills) == 2 * 2 * 2 * 2 * 3  # reps x layouts x dests x threads x strategies
     # interleaved: within one repetition every strategy appears before the next repetition starts
@@ -360,7 +361,7 @@ def test_run_mode_chunked_and_auto(bench_binary: Path):
                            "--fault", "none", "--evict-bytes", "4M"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    out = mb.parse_output(proc.stdout)
+    out = benchbin.parse_output(proc.stdout)
     fills = {(s["strategy"], s["size"], s["split"]): s for s in out.samples if s["kind"] == "fill"}
     assert len(fills) == 8
     assert fills[("auto-altmap", 1 << 20, "even")]["chose"] == "template"
@@ -381,7 +382,7 @@ def test_run_mode_learning_auto_reports_its_rounds(bench_binary: Path):
                            "--min-bytes", "4M"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    fills = [s for s in mb.parse_output(proc.stdout).samples if s["kind"] == "fill"]
+    fills = [s for s in benchbin.parse_output(proc.stdout).samples if s["kind"] == "fill"]
     assert len(fills) == 4
     for s in fills:
         assert s["split"] == "chunked" and s["chunks"] == 4   # auto runs on the kernel's chunks
@@ -413,5 +414,5 @@ def test_bench_and_scaling_commands():
     assert scale[scale.index("--dests") + 1] == "cold" and scale[scale.index("--clear") + 1] == "none"
     assert scale[scale.index("--fault") + 1] == "none" and scale[scale.index("--sizes") + 1] == "1G"
     assert mb.scaling_command({**opts, "scale_fill": "none"}, "4K", "fsdax") is None
-    out = mb.tag_section(mb.parse_output("sample kind=fill strategy=slow ns=5 bytes=64\n"), "scaling")
+    out = mb.tag_section(benchbin.parse_output("sample kind=fill strategy=slow ns=5 bytes=64\n"), "scaling")
     assert out.samples[0]["section"] == "scaling"

@@ -1,4 +1,5 @@
-from meminit import report
+from meminit import plotting, results, scenarios, stats
+from meminit.scenarios import memmap
 
 RESULT = {
     "kind": "memmap", "accel": "tcg", "guest_cpus": 2, "guest_memory": "5G",
@@ -12,24 +13,34 @@ RESULT = {
 
 
 def test_stats():
-    st = report.Stats.of([1.0, 2.0, 3.0])
+    st = stats.Stats.of([1.0, 2.0, 3.0])
     assert (st.n, st.mean, st.stdev, st.minimum, st.maximum) == (3, 2.0, 1.0, 1.0, 3.0)
 
 
 def test_memmap_table_has_ratios_to_slow_and_base_and_tcg_label():
-    text = report.render(RESULT)
+    text = scenarios.render(RESULT)
     template_row = next(line for line in text.splitlines() if " template " in line)
     assert "5.50 ± 0.71" in template_row
     assert template_row.split()[-2:] == ["0.50", "0.55"]
-    assert report.TCG_LABEL in text
+    assert results.TCG_LABEL in text
 
 
-def test_plot_is_written(tmp_path):
-    png = report.plot_memmap(RESULT, tmp_path / "plot.png")
+def test_plot_shows_time_per_rebind_and_speedups_higher_is_better(tmp_path, monkeypatch):
+    figures = []
+    real_save = plotting.save
+    monkeypatch.setattr(plotting, "save", lambda fig, out, **kw: figures.append(fig) or real_save(fig, out, **kw))
+    png = memmap.plot_memmap(RESULT["scenarios"], RESULT, tmp_path / "plot.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
+    (fig,) = figures
+    per_rebind, speedup = fig.axes[:2]
+    assert [line.get_ydata().tolist() for line in per_rebind.get_lines()] == [[10.0, 12.0], [5.0, 6.0], [8.0, 12.0]]
+    assert "higher is better" in speedup.get_ylabel()
+    bars = {c.get_label(): [round(b.get_height(), 3) for b in c] for c in speedup.containers}
+    # slow 11 ms, template 5.5, base 10: template is 2x over slow and 1.818x over base
+    assert bars == {"over slow": [1.0, 2.0, 0.0], "over base": [0.909, 1.818, 1.0]}
 
 
 def test_variant_label_names_what_auto_resolved_to():
-    assert report.variant_label({"variant": "template", "modes_used": ["template"]}) == "template"
-    assert report.variant_label({"variant": "auto", "modes_used": ["streaming"]}) == "auto (streaming)"
-    assert report.variant_label({"variant": "default"}) == "default"
+    assert memmap.variant_label({"variant": "template", "modes_used": ["template"]}) == "template"
+    assert memmap.variant_label({"variant": "auto", "modes_used": ["streaming"]}) == "auto (streaming)"
+    assert memmap.variant_label({"variant": "default"}) == "default"

@@ -3,7 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from meminit import scenarios, vm
+from meminit import memmap_log, vm
+from meminit.scenarios import base, memmap
 from meminit.errors import MeminitError
 
 DMESG = """\
@@ -20,7 +21,7 @@ DMESG = """\
 
 
 def test_samples_are_attributed_to_the_marker_before_them_and_summed_per_bind():
-    samples = scenarios.parse_init_samples(DMESG)
+    samples = memmap_log.parse_init_samples(DMESG)
     by_key = {(s.phase, s.variant, s.iteration): s for s in samples}
     assert by_key[("first", "slow", 0)].ms == 63.123456
     assert by_key[("rebind", "template", 1)].pages == 257536 + 1024
@@ -31,16 +32,16 @@ def test_samples_are_attributed_to_the_marker_before_them_and_summed_per_bind():
 def test_base_kernel_lines_fall_back_to_jiffies_milliseconds():
     text = ("[1] meminit-mark rebind default 1\n"
             "[2] memmap_init_zone_device initialised 100 pages in 4ms\n")
-    (sample,) = scenarios.parse_init_samples(text)
+    (sample,) = memmap_log.parse_init_samples(text)
     assert (sample.variant, sample.ms, sample.resolution) == ("default", 4.0, "jiffies")
 
 
 def test_lines_before_any_marker_are_ignored():
-    assert scenarios.parse_init_samples("[1] memmap_init_zone_device initialised 1 pages in 0ms\n") == []
+    assert memmap_log.parse_init_samples("[1] memmap_init_zone_device initialised 1 pages in 0ms\n") == []
 
 
 def test_group_samples_keeps_first_bind_apart():
-    groups = scenarios.group_samples("series", scenarios.parse_init_samples(DMESG))
+    groups = memmap.group_samples("series", memmap_log.parse_init_samples(DMESG))
     slow = next(g for g in groups if g["variant"] == "slow")
     assert slow["steady_ms"] == [11.5, 12.5] and slow["first_ms"] == 63.123456
     template = next(g for g in groups if g["variant"] == "template")
@@ -48,35 +49,40 @@ def test_group_samples_keeps_first_bind_apart():
 
 
 def test_hash_mismatch_detects_a_differing_variant():
-    same = scenarios.parse_hashes("meminit-mark-hash slow 1 abc\nmeminit-mark-hash template 1 abc\n")
-    assert scenarios.hash_mismatch(same) is None
-    differ = scenarios.parse_hashes("meminit-mark-hash slow 1 abc\nmeminit-mark-hash template 1 abd\n")
-    assert "template: abd" in scenarios.hash_mismatch(differ)
+    same = memmap_log.parse_hashes("meminit-mark-hash slow 1 abc\nmeminit-mark-hash template 1 abc\n")
+    assert memmap_log.hash_mismatch(same) is None
+    differ = memmap_log.parse_hashes("meminit-mark-hash slow 1 abc\nmeminit-mark-hash template 1 abd\n")
+    assert "template: abd" in memmap_log.hash_mismatch(differ)
 
 
 def test_guest_scripts_are_valid_bash(tmp_path):
-    for scenario in scenarios.SCENARIOS.values():
+    for scenario in memmap.BY_NAME.values():
         script = tmp_path / f"{scenario.name}.sh"
-        script.write_text(scenarios.guest_script(scenario, ["slow", "template"], 3))
+        script.write_text(memmap.guest_script(scenario, ["slow", "template"], 3))
         subprocess.run(["bash", "-n", str(script)], check=True)
         assert scenario.setup in script.read_text() and scenario.bind in script.read_text()
 
 
-def test_pmem_scenarios_need_pmem_and_device_private_does_not():
-    assert "--map=dev" in scenarios.SCENARIOS["fsdax-mapdev"].setup
-    assert "--align=2M" in scenarios.SCENARIOS["devdax-2m"].setup
-    assert scenarios.SCENARIOS["fsdax-mapdev"].uses_pmem
-    assert not scenarios.SCENARIOS["device-private"].uses_pmem
+def test_pmem_scenarios_boot_with_pmem_and_device_private_without():
+    req = base.RunRequest(scenarios=[], kernels=["series", "base"], pmem_size=3 << 30)
+    for name in ("fsdax-mapdev", "devdax-2m"):
+        boots = memmap.BY_NAME[name].boots(req)
+        assert [(b.kernel, b.parameters) for b in boots] == [("series", ("memmap=3G!4G",)),
+                                                             ("base", ("memmap=3G!4G",))]
+        assert memmap.BY_NAME[name].guest_memory(req) == (2 + 3 + 1) << 30  # low RAM, pmem, headroom
+    private = memmap.BY_NAME["device-private"]
+    assert [b.parameters for b in private.boots(req)] == [(), ()]
+    assert private.guest_memory(req) == vm.DEFAULT_MEMORY
 
 
 def test_threads_and_the_concrete_mode_of_auto_are_kept_per_bind():
     text = ("[1] meminit-mark rebind auto 1\n"
             "[2] memmap_init_zone_device initialised 262144 pages in 9ms (9000000 ns, mode streaming, threads 2)\n"
             "[3] memmap_init_zone_device initialised 512 pages in 0ms (40000 ns, mode template, threads 1)\n")
-    (sample,) = scenarios.parse_init_samples(text)
+    (sample,) = memmap_log.parse_init_samples(text)
     assert sample.modes == ("streaming", "template")
     assert sample.threads == 2
-    (group,) = scenarios.group_samples("series", [sample])
+    (group,) = memmap.group_samples("series", [sample])
     assert group["modes_used"] == ["streaming", "template"] and group["threads"] == [2]
     assert group["ran_on"] == "-"  # a kernel without the per-thread lines
 
@@ -89,19 +95,19 @@ def test_the_node_and_cpus_of_each_bind_come_from_the_thread_lines():
             "[4] meminit-mark rebind template 2\n"
             "[5] memmap_init_run: pfn 0x140000-0x1a0000 node 1, thread 0: 7 chunks, started on CPU 1, a later chunk on another\n"
             "[6] memmap_init_zone_device initialised 262144 pages in 9ms (9000000 ns, mode template, threads 1)\n")
-    first, second = scenarios.parse_init_samples(text)
+    first, second = memmap_log.parse_init_samples(text)
     assert (first.nodes, first.cpus, first.moved) == ((1,), (0, 1), False)
     assert second.where() == "node 1, CPUs 1+"
-    (group,) = scenarios.group_samples("series", [first, second])
+    (group,) = memmap.group_samples("series", [first, second])
     assert group["ran_on"] == "node 1, CPUs 0,1+"
 
 
 def test_guest_script_sets_the_thread_limit_only_when_asked():
-    scenario = scenarios.SCENARIOS["fsdax-mapdev"]
-    script = scenarios.guest_script(scenario, ["all"], 1, threads=1)
+    scenario = memmap.BY_NAME["fsdax-mapdev"]
+    script = memmap.guest_script(scenario, ["all"], 1, threads=1)
     assert 'threads="1"' in script
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
-    assert 'threads=""' in scenarios.guest_script(scenario, ["all"], 1)
+    assert 'threads=""' in memmap.guest_script(scenario, ["all"], 1)
 
 
 def test_boot_script_fails_with_the_guest_stderr_and_where_to_look(monkeypatch, tmp_path):
@@ -111,7 +117,7 @@ def test_boot_script_fails_with_the_guest_stderr_and_where_to_look(monkeypatch, 
     spec = vm.BootSpec(image=Path("/bz"), name="thp-fault-series", script="true")
     with pytest.raises(MeminitError, match=r"thp-fault-series: guest script failed with exit 3:\n"
                                            r"hugetlb pool short\noutput: .*out.txt; console: "):
-        scenarios.boot_script(spec, tmp_path, "tcg", output=tmp_path / "out.txt")
+        base.boot_script(spec, tmp_path, "tcg", output=tmp_path / "out.txt")
     monkeypatch.setattr(vm, "boot", lambda spec, run_dir, accel: vm.BootResult(
         console=failed.console, dmesg=failed.dmesg, exit_code=0, seconds=1.0))
-    assert scenarios.boot_script(spec, tmp_path, "tcg").exit_code == 0
+    assert base.boot_script(spec, tmp_path, "tcg").exit_code == 0

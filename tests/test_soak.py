@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from meminit import scenarios, soak
+from meminit import memmap_log, soak, soak_guest
 from meminit.errors import MeminitError
 
 
@@ -18,32 +18,32 @@ def records(name: str, cycles: int, **changes: dict) -> list[soak.Record]:
     """A healthy soak of `cycles` cycles; changes[cycle] overrides fields of that cycle
     ("0": setup, "-1": the reading after the last unbind)."""
     out = [soak.Record(name, 0, changes.get("0", {}).get("hash", HASH))]
-    for cycle, c in enumerate(soak.plan(cycles, inject=True), 1):
+    for cycle, c in enumerate(soak_guest.plan(cycles, inject=True), 1):
         fields = dict(scenario=name, cycle=cycle, hash=HASH, mode=c.mode, threads=c.threads,
                       fault=c.fault, injected=3 if c.fault != "none" else 0, bind_ms=10 + cycle,
                       memfree_kb=1_000_000, sunreclaim_kb=50_000, memmap_pages=4096)
         fields.update(changes.get(str(cycle), {}))
         out.append(soak.Record(**fields))
-    final = dict(scenario=name, cycle=soak.FINAL_CYCLE, hash="", memfree_kb=1_000_000,
+    final = dict(scenario=name, cycle=soak_guest.FINAL_CYCLE, hash="", memfree_kb=1_000_000,
                  sunreclaim_kb=50_000, memmap_pages=4096)
     final.update(changes.get("-1", {}))
     out.append(soak.Record(**final))
     return out
 
 
-def inits(name: str, cycles: int) -> dict[tuple[str, int], scenarios.InitSeen]:
+def inits(name: str, cycles: int) -> dict[tuple[str, int], memmap_log.InitSeen]:
     """What the kernel would print for a healthy soak: the fallback wherever a fault hit."""
     seen = {}
-    for cycle, c in enumerate(soak.plan(cycles, inject=True), 1):
+    for cycle, c in enumerate(soak_guest.plan(cycles, inject=True), 1):
         mode = "slow" if c.fault == "fail_page_alloc" else c.mode
         threads = 1 if c.fault == "failslab" or c.threads == 1 else 2
-        seen[(name, cycle)] = scenarios.InitSeen(ranges=1, modes=(mode,), threads=threads,
+        seen[(name, cycle)] = memmap_log.InitSeen(ranges=1, modes=(mode,), threads=threads,
                                                  nodes=(1,), cpus=(0, 1))
     return seen
 
 
 def test_plan_rotates_modes_and_threads_and_arms_faults_only_where_they_can_hit():
-    cycles = soak.plan(24, inject=True)
+    cycles = soak_guest.plan(24, inject=True)
     assert [c.mode for c in cycles[:5]] == ["slow", "template", "streaming", "auto", "slow"]
     assert [c.threads for c in cycles[::4]] == [2, 1, 0, 2, 1, 0]
     armed = [(i, c) for i, c in enumerate(cycles, 1) if c.fault != "none"]
@@ -51,19 +51,19 @@ def test_plan_rotates_modes_and_threads_and_arms_faults_only_where_they_can_hit(
     assert all((c.fault == "failslab") == (c.threads == 2) for _, c in armed)
     # within three rotations each fault meets every fast mode, fail_page_alloc both
     # thread settings it can meet
-    met = {(c.fault, c.mode, c.threads) for c in soak.plan(3 * soak.ROTATION, inject=True)}
-    for mode in soak.MODES[1:]:
+    met = {(c.fault, c.mode, c.threads) for c in soak_guest.plan(3 * soak_guest.ROTATION, inject=True)}
+    for mode in soak_guest.MODES[1:]:
         assert ("failslab", mode, 2) in met
         assert ("fail_page_alloc", mode, 1) in met or ("fail_page_alloc", mode, 0) in met
     # the test command's short soak arms both kinds
-    assert {c.fault for c in soak.plan(soak.SHORT_CYCLES, True)} >= set(soak.FAULT_KINDS)
-    assert {c.fault for c in soak.plan(24, inject=False)} == {"none"}
+    assert {c.fault for c in soak_guest.plan(soak.SHORT_CYCLES, True)} >= set(soak_guest.FAULT_KINDS)
+    assert {c.fault for c in soak_guest.plan(24, inject=False)} == {"none"}
 
 
 def test_guest_script_is_bash_and_carries_the_plan(tmp_path):
-    symbols = soak.FaultRange(text=0xffffffff81000000, start=0xffffffff81585d77,
+    symbols = soak_guest.FaultRange(text=0xffffffff81000000, start=0xffffffff81585d77,
                               end=0xffffffff81585e96)
-    text = soak.guest_script(["fsdax-mapdev", "device-private"], 6, hotplug=True, inject=True,
+    text = soak_guest.guest_script(["fsdax-mapdev", "device-private"], 6, hotplug=True, inject=True,
                              symbols=symbols)
     (tmp_path / "soak.sh").write_text(text)
     subprocess.run(["bash", "-n", str(tmp_path / "soak.sh")], check=True)
@@ -73,7 +73,7 @@ def test_guest_script_is_bash_and_carries_the_plan(tmp_path):
     assert "hotplug_loop &" in text
     # the filter is the function's link-time range moved by the guest's KASLR offset
     assert "0xffffffff81585d77" in text and "0xffffffff81585e96" in text
-    quiet = soak.guest_script(["devdax-2m"], 3, hotplug=False, inject=False)
+    quiet = soak_guest.guest_script(["devdax-2m"], 3, hotplug=False, inject=False)
     assert "inject=0" in quiet and "plan_fault=(- none none none)" in quiet
 
 
@@ -82,14 +82,14 @@ def test_fault_range_reads_the_symbol_and_its_size(tmp_path):
     source = tmp_path / "k.c"
     source.write_text("void _text(void) {}\nint memmap_init_zone_device(int x) { return x * 3 + 1; }\n")
     subprocess.run(["cc", "-c", "-O2", "-o", str(tmp_path / "k.o"), str(source)], check=True)
-    found = soak.fault_range(tmp_path / "k.o")
+    found = soak_guest.fault_range(tmp_path / "k.o")
     assert found.end > found.start >= found.text
     source.write_text("int memmap_init_range(int x) { return x; }\n")
     subprocess.run(["cc", "-c", "-o", str(tmp_path / "other.o"), str(source)], check=True)
     with pytest.raises(MeminitError, match="no _text"):
-        soak.fault_range(tmp_path / "other.o")
+        soak_guest.fault_range(tmp_path / "other.o")
     with pytest.raises(MeminitError, match="nm"):
-        soak.fault_range(tmp_path / "missing")
+        soak_guest.fault_range(tmp_path / "missing")
 
 
 def test_parse_inits_attributes_timing_and_thread_lines_to_the_last_mark():
@@ -111,8 +111,8 @@ def test_parse_inits_attributes_timing_and_thread_lines_to_the_last_mark():
     # a thread that took no chunk ran nowhere
     assert third.where() == "node 0, CPUs 1"
     assert setup.where() == "node 1, CPUs 0,1+"
-    assert scenarios.where_ran([setup, third]) == "node 0,1, CPUs 0,1+"
-    assert scenarios.InitSeen().where() == "-"
+    assert memmap_log.where_ran([setup, third]) == "node 0,1, CPUs 0,1+"
+    assert memmap_log.InitSeen().where() == "-"
 
 
 def test_a_healthy_soak_has_no_problems():
@@ -144,15 +144,15 @@ def test_each_defect_is_reported():
     assert problems({"12": {"sunreclaim_kb": 60_000}}) == []
     assert problems({"1": {"sunreclaim_kb": 40_000, "memfree_kb": 900_000}}) == []
     seen = inits("x", 12)
-    for cycle, c in enumerate(soak.plan(12, True), 1):
+    for cycle, c in enumerate(soak_guest.plan(12, True), 1):
         if c.threads == 2:
-            seen[("x", cycle)] = scenarios.InitSeen(modes=(c.mode,), threads=1)
+            seen[("x", cycle)] = memmap_log.InitSeen(modes=(c.mode,), threads=1)
     assert "proves no fallback" in problems({}, seen=seen)[0]
     seen = inits("x", 12)
-    seen[("x", 6)] = scenarios.InitSeen(modes=("template",), threads=1)
+    seen[("x", 6)] = memmap_log.InitSeen(modes=("template",), threads=1)
     assert "not the slow path" in problems({}, seen=seen)[0]
     seen = inits("x", 12)
-    seen[("x", 3)] = scenarios.InitSeen(modes=("streaming",), threads=2)
+    seen[("x", 3)] = memmap_log.InitSeen(modes=("streaming",), threads=2)
     assert "ran 2 threads" in problems({}, seen=seen)[0]
     assert "kmemleak reports 1" in problems({}, kmemleak="unreferenced object 0xffff (size 16384):")[0]
     assert "11 of 12 cycles ran" in soak.evaluate("x", records("x", 11), inits("x", 11), 12, "").problems[0]

@@ -93,8 +93,10 @@ def test_tree_with_unexported_commit_is_not_reset(tmp_path):
 
 
 def test_repo_series_is_consistent():
-    """patches/series and patches/*.patch agree (the real series of this checkout)."""
-    source.read_series()
+    """patches/series lists every patch of this checkout once, in the order of their numbers."""
+    series = source.read_series()
+    assert [p.name for p in series] == sorted(p.name for p in source.paths.PATCHES.glob("*.patch"))
+    assert [int(p.name[:4]) for p in series] == list(range(1, len(series) + 1))
 
 
 def test_added_lines_and_w1_warnings_on_them(tmp_path):

@@ -2,19 +2,19 @@ from pathlib import Path
 
 import pytest
 
-from meminit import vm
+from meminit import units, vm
 from meminit.errors import MeminitError
 
 G = 1 << 30
 
 
 def test_parse_and_format_size():
-    assert vm.parse_size("4G") == 4 * G
-    assert vm.parse_size("512M") == 512 << 20
-    assert vm.parse_size("2GiB") == 2 * G
-    assert vm.format_size(3 * G) == "3G"
+    assert units.parse_size("4G") == 4 * G
+    assert units.parse_size("512M") == 512 << 20
+    assert units.parse_size("2GiB") == 2 * G
+    assert units.format_size(3 * G) == "3G"
     with pytest.raises(MeminitError):
-        vm.parse_size("lots")
+        units.parse_size("lots")
 
 
 def test_pmem_layout_sizes_guest_and_memmap_parameter():

@@ -16,8 +16,7 @@ import re
 import sys
 from pathlib import Path
 
-from meminit import microbench as mb
-from meminit import paths
+from meminit import bench_render, bench_stats, paths, units
 from meminit.errors import MeminitError
 
 RESULTS_DIR = paths.BENCH_DIR / "results"
@@ -25,7 +24,7 @@ README = paths.BENCH_DIR / "README.md"
 TABLE_BEGIN = "<!-- cpu-table:begin -->"
 TABLE_END = "<!-- cpu-table:end -->"
 # what the cross-CPU table shows, in this order; movntdq is the kernel's streaming store
-TABLE_STRATEGIES = ("slow", "template", mb.STREAMING, "auto")
+TABLE_STRATEGIES = ("slow", "template", bench_stats.STREAMING, "auto")
 KEPT_STRATEGIES = TABLE_STRATEGIES + ("auto-altmap", "auto-dram")
 ROW_FIELDS = ("strategy", "layout", "dest", "size", "threads", "split", "section", "min", "median", "max",
               "n", "chose", "streamed_share")
@@ -72,7 +71,7 @@ def parse_fill_tables(text: str) -> list[dict]:
     for line in text.splitlines():
         head = _TABLE_HEAD.match(line)
         if head:
-            case = {"layout": head["layout"], "dest": head["dest"], "size": mb.parse_size(head["size"]),
+            case = {"layout": head["layout"], "dest": head["dest"], "size": units.parse_size(head["size"]),
                     "threads": int(head["threads"]), "split": head["split"] or "even"}
             if head["scaling"]:
                 case["section"] = "scaling"
@@ -135,11 +134,11 @@ def _label(summary: dict) -> str:
 
 def auto_verdict(summary: dict) -> str:
     """The issue-14 bar for the learning auto on this CPU, from the summary's rows."""
-    autos = [a for a in mb.auto_rows([{"kind": "fill", **r} for r in summary["rows"]])
+    autos = [a for a in bench_stats.auto_rows([{"kind": "fill", **r} for r in summary["rows"]])
              if a["strategy"] == "auto"]
     if not autos:
         return "learning auto not measured"
-    return f"learning auto: {mb.auto_bar(autos)}"
+    return f"learning auto: {bench_render.auto_bar(autos)}"
 
 
 def cpu_table(summaries: list[dict]) -> str:
@@ -151,10 +150,10 @@ def cpu_table(summaries: list[dict]) -> str:
         scaling = _index(s, "scaling") or idx
         sizes = sorted({r["size"] for r in s["rows"]})
         out.append(f"**{_label(s)}** ({s['date'][:10]}, {s['source']}; {auto_verdict(s)})\n")
-        out.append("| layout | dest | " + " | ".join(mb.human_size(z) for z in sizes) + " |")
+        out.append("| layout | dest | " + " | ".join(units.format_size(z) for z in sizes) + " |")
         out.append("|---|---|" + "---|" * len(sizes))
         for layout in sorted({r["layout"] for r in s["rows"]}):
-            for dest in sorted({r["dest"] for r in s["rows"]}, key=mb._dest_rank):
+            for dest in sorted({r["dest"] for r in s["rows"]}, key=bench_stats.dest_rank):
                 cells = []
                 for z in sizes:
                     vals = [idx.get((st, layout, dest, z, 1)) for st in TABLE_STRATEGIES]
@@ -170,7 +169,7 @@ def cpu_table(summaries: list[dict]) -> str:
                 if one and two:
                     scale.append(f"{st} {layout} {one['median']:.1f} -> {two['median']:.1f} "
                                  f"({two['median'] / one['median']:.2f}x)")
-        out.append("\n1 -> 2 threads, " + (f"{mb.human_size(big)} cold: " + "; ".join(scale) if scale
+        out.append("\n1 -> 2 threads, " + (f"{units.format_size(big)} cold: " + "; ".join(scale) if scale
                                            else "not measured") + "\n")
     return "\n".join(out).rstrip() + "\n"
 

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from meminit import build, checks, deps, kconfig, ktap, paths, report, source
+from meminit import build, checks, deps, kconfig, ktap, paths, source, tables
 from meminit.errors import MeminitError
 
 PROGRESS_EVERY_S = 30.0
@@ -237,7 +237,7 @@ def compile_matrix(results: list[CompileResult]) -> str:
     rows = [[f, *("built" if f in r.compiled else "not selected" if f in r.not_selected else "-"
                   for r in results)] for f in files]
     rows.append(["seconds", *(f"{r.seconds:.0f}" for r in results)])
-    return report.render_table(header, rows)
+    return tables.render_table(header, rows)
 
 
 def kunit_command(target: KunitTarget, tree: Path, jobs: int) -> list[str]:

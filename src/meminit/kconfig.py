@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-import subprocess
 import sys
 from pathlib import Path
 
-from meminit import paths
+from meminit import paths, proc
 from meminit.errors import MeminitError
 
 COMMON_FRAGMENT = paths.CONFIG_DIR / "meminit.config"
@@ -96,6 +95,4 @@ def configure(src: Path, out: Path, fragments: list[Path]) -> None:
 
 
 def _run(cmd: list[str], cwd: Path | None = None) -> None:
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise MeminitError(f"{' '.join(cmd[:4])} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    proc.run(cmd, cwd=cwd)

@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from meminit import ktap, report
+from meminit import ktap, tables
 
 KSFT_SKIP = 4
 TIMEOUT_EXIT = 124  # timeout(1), and 128 + SIGKILL if the program outlived -k
@@ -185,7 +185,7 @@ def render(columns: dict[str, list[Outcome]]) -> str:
     names = list(columns)
     rows = [[outcomes[0].test, *(columns[n][i].cell for n in names)]
             for i, outcomes in enumerate(zip(*columns.values()))]
-    lines = [report.render_table(["selftest", *names], rows),
+    lines = [tables.render_table(["selftest", *names], rows),
              "cells: result, then checks passed/failed/skipped where the program reports them"]
     for name in names:
         for outcome in columns[name]:

@@ -17,7 +17,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import build, deps, paths, report, scenarios, selftest_results as results, source, vm
+from meminit import build, deps, paths, selftest_results as results, source, vm
+from meminit.scenarios.base import SKIP_KUNIT, boot_script
+from meminit import results as run_results
 from meminit.errors import MeminitError
 
 SELFTEST_DIR = "tools/testing/selftests/mm"
@@ -174,11 +176,11 @@ def run_kernel(kernel: build.Kernel, tests: tuple[Selftest, ...], bin_dir: Path,
     out_dir.mkdir(parents=True, exist_ok=True)
     script = out_dir / "selftests.sh"
     script.write_text(guest_script(tests, bin_dir, out_dir, hugetlb_pages))
-    spec = vm.BootSpec(image=kernel.image, name=f"selftests-{name}",
+    spec = vm.BootSpec(image=kernel.image, kernel=kernel.variant, name=f"selftests-{name}",
                        script=f"bash {shlex.quote(str(script))}", memory_bytes=GUEST_MEMORY, cpus=2,
-                       append=[scenarios.SKIP_KUNIT, "hugepagesz=1G", f"hugepages={GIGANTIC_PAGES}"],
+                       append=[SKIP_KUNIT, "hugepagesz=1G", f"hugepages={GIGANTIC_PAGES}"],
                        timeout_s=300 + sum(t.timeout_s + 20 for t in tests))
-    scenarios.boot_script(spec, run_dir, accel)
+    boot_script(spec, run_dir, accel)
     return [collect(t, out_dir, kernel.src) for t in tests]
 
 
@@ -198,7 +200,7 @@ def run(request: SelftestsRequest, jobs: int | None = None) -> tuple[Path, list[
     deps.ensure(deps.GUEST)
     kernels = build.build_variants(list(request.variants), jobs=jobs)
     bin_dir = build_selftests(request.tests, jobs or 2)
-    run_dir = report.new_run_dir("selftests")
+    run_dir = run_results.new_run_dir("selftests")
     accel = vm.resolve_accel(request.accel, next(iter(kernels.values())).image, run_dir)
     columns = {v: run_kernel(k, request.tests, bin_dir, run_dir, accel, request.hugetlb_pages)
                for v, k in kernels.items()}
@@ -224,7 +226,7 @@ def run(request: SelftestsRequest, jobs: int | None = None) -> tuple[Path, list[
         pool = (run_dir / variant / "hugetlb.txt").read_text().split("\n")
         table += f"\nhugetlb pools on {variant} before the first program: " + ", ".join(line for line in pool if line)
     (run_dir / "table.txt").write_text(table + "\n")
-    report.write_json(run_dir, {
+    run_results.write_json(run_dir, {
         "kind": "selftests", "accel": accel, "hugetlb_pages": request.hugetlb_pages,
         "kernels": {v: k.release for v, k in kernels.items()},
         "source_version": source.source_version(), "series_commit": source.series_commit(),

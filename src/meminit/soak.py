@@ -23,23 +23,20 @@ import json
 import re
 import shlex
 import statistics
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from meminit import build, deps, report, scenarios, source, vm
+from meminit import build, deps, memmap_log, results, source, tables, units, vm
+from meminit.scenarios import base as scenario_base
+from meminit.scenarios import memmap as memmap_scenarios
 from meminit.errors import MeminitError
+from meminit.soak_guest import (FAULT_KINDS, FINAL_CYCLE, HASH, SOAK_FILE,
+                                fault_range, guest_script)
 
 DEFAULT_CYCLES = 100
 SHORT_CYCLES = 10  # the test command's soak
 DEFAULT_PMEM = 1536 << 20  # above the 1 GiB threaded-init threshold for fsdax map=dev
-MODES = ("slow", "template", "streaming", "auto")  # the series' memmap_init_mode values
-THREAD_SETTINGS = (2, 1, 0)  # two threads, one, the kernel's automatic choice
-FAULT_KINDS = ("failslab", "fail_page_alloc")
-FAULT_EVERY = 3
-ROTATION = len(MODES) * len(THREAD_SETTINGS)  # cycles before a (mode, threads) pair recurs
-FAULT_BUDGET = 100000  # the `times` a fault attribute gets; what it has left tells the count
 # With the device unbound and caches dropped, what may differ from the first cycle: page
 # allocator and slab caches, kmemleak's own objects and per-CPU lists move by a few MiB
 # whatever the series does. Small leaks are kmemleak's: a 16 KiB template block leaked
@@ -69,202 +66,7 @@ KNOWN_BASE_LEAKS = (
 # A report allocated under these is the series' whatever else it matches.
 SERIES_FRAMES = ("memmap_init", "memremap_pages", "zone_device_page", "pagemap_range")
 
-SOAK_FILE = "soak.jsonl"
-FINAL_CYCLE = -1  # soak.jsonl: the memory reading after the last unbind
-HASH = re.compile(r"(?:[0-9a-f]{16})+")  # memmap_hash: 16 hex digits per range
 _SOAK_MARK = re.compile(r"meminit-soak (?P<scenario>[\w-]+) (?P<cycle>\d+)")
-
-
-@dataclass(frozen=True)
-class Cycle:
-    """What one cycle asks of the kernel."""
-
-    mode: str
-    threads: int  # 0: the kernel's automatic choice
-    fault: str  # "none" or a FAULT_KINDS entry
-
-
-def plan(cycles: int, inject: bool) -> list[Cycle]:
-    """Cycle i (from 1) takes the modes in turn, each thread setting for a turn of the
-    modes, and every FAULT_EVERY-th cycle that asks for a fast mode arms a fault: failslab
-    where two threads are asked for (the helpers' array is the slab allocation), else
-    fail_page_alloc (the template blocks). The armed cycles move by one in each rotation
-    of (mode, threads) pairs, so that within three rotations each fault meets every fast
-    mode (tests/test_soak.py checks it)."""
-    out = []
-    for i in range(1, cycles + 1):
-        mode = MODES[(i - 1) % len(MODES)]
-        threads = THREAD_SETTINGS[((i - 1) // len(MODES)) % len(THREAD_SETTINGS)]
-        rotation = (i - 1) // ROTATION
-        fault = "none"
-        if inject and (i + rotation) % FAULT_EVERY == 0 and mode != "slow":
-            fault = "failslab" if threads == 2 else "fail_page_alloc"
-        out.append(Cycle(mode, threads, fault))
-    return out
-
-
-@dataclass(frozen=True)
-class FaultRange:
-    """Link-time addresses: _text, and the start and end of memmap_init_zone_device()."""
-
-    text: int
-    start: int
-    end: int
-
-
-def fault_range(vmlinux: Path) -> FaultRange:
-    """Where memmap_init_zone_device() lies in `vmlinux`, for the fault filter."""
-    nm = subprocess.run(["nm", "-S", "--defined-only", str(vmlinux)], capture_output=True, text=True)
-    if nm.returncode != 0:
-        raise MeminitError(f"nm {vmlinux} failed: {nm.stderr.strip()}")
-    symbols = {}
-    for line in nm.stdout.splitlines():
-        fields = line.split()
-        if fields[-1] in ("_text", "memmap_init_zone_device"):
-            symbols[fields[-1]] = fields
-    if set(symbols) != {"_text", "memmap_init_zone_device"} or len(symbols["memmap_init_zone_device"]) != 4:
-        raise MeminitError(f"{vmlinux} has no _text or no sized memmap_init_zone_device symbol")
-    start, size = (int(x, 16) for x in symbols["memmap_init_zone_device"][:2])
-    return FaultRange(text=int(symbols["_text"][0], 16), start=start, end=start + size)
-
-
-def guest_script(names: list[str], cycles: int, hotplug: bool, inject: bool,
-                 symbols: FaultRange | None = None) -> str:
-    """Bash run in the guest; its files land in the shared run directory (the cwd).
-    `symbols` is required to inject faults."""
-    if inject and symbols is None:
-        raise ValueError("fault injection needs the kernel's FaultRange")
-    symbols = symbols or FaultRange(0, 0, 0)
-    blocks = []
-    for name in names:
-        s = scenarios.SCENARIOS[name]
-        blocks.append(f"soak_scenario {shlex.quote(name)} {shlex.quote(s.setup)} "
-                      f"{shlex.quote(s.unbind)} {shlex.quote(s.bind)}")
-    cycle_plan = plan(cycles, inject)
-    modes = " ".join(["-", *(c.mode for c in cycle_plan)])
-    threads = " ".join(["-", *(str(c.threads) for c in cycle_plan)])
-    faults = " ".join(["-", *(c.fault for c in cycle_plan)])
-    return f"""#!/bin/bash
-# soak: generated by meminit (soak.py)
-set -eu
-D=/sys/kernel/debug
-mountpoint -q $D || mount -t debugfs debugfs $D
-echo 'file mm/mm_init.c +p' > $D/dynamic_debug/control
-[ -e {scenarios.MODE_FILE} ] || {{ echo "kernel has no {scenarios.MODE_FILE}" >&2; exit 4; }}
-[ -e {scenarios.HASH_FILE} ] || {{ echo "kernel has no {scenarios.HASH_FILE}" >&2; exit 4; }}
-[ "$(tr -d '[]' < {scenarios.MODE_FILE})" = "{' '.join(MODES)}" ] || {{
-    echo "kernel modes $(cat {scenarios.MODE_FILE}), soak plans for {' '.join(MODES)}" >&2; exit 4; }}
-# the plan, indexed by cycle (1..{cycles})
-plan_mode=({modes})
-plan_threads=({threads})
-plan_fault=({faults})
-{scenarios.memmap_hash_function()}
-
-memory_state() {{  # MemFree and SUnreclaim in kB, nr_memmap_pages (-1: not counted)
-    # twice, apart: frees the first drop leaves to RCU and workqueues land before reading
-    sync; echo 3 > /proc/sys/vm/drop_caches; sleep 2; echo 3 > /proc/sys/vm/drop_caches
-    local memmap
-    memmap=$(awk '$1 == "nr_memmap_pages" {{print $2}}' /proc/vmstat)
-    local memfree sunreclaim
-    memfree=$(awk '$1 == "MemFree:" {{print $2}}' /proc/meminfo)
-    sunreclaim=$(awk '$1 == "SUnreclaim:" {{print $2}}' /proc/meminfo)
-    printf '"memfree_kb": %s, "sunreclaim_kb": %s, "memmap_pages": %s' \\
-        "${{memfree:--1}}" "${{sunreclaim:--1}}" "${{memmap:--1}}"
-}}
-
-# Every allocation made under memmap_init_zone_device() fails while a fault is armed. Its
-# link-time range comes from the host's vmlinux; _text, near the top of /proc/kallsyms,
-# gives the KASLR offset (a whole read of kallsyms takes minutes in a TCG debug guest). A
-# range that missed the function would inject nothing, which evaluate() reports.
-inject={'1' if inject else '0'}
-if [ $inject = 1 ]; then
-    text=$(grep -m1 ' _text$' /proc/kallsyms | cut -d' ' -f1)
-    [ -n "$text" ] && [ "$text" != 0000000000000000 ] || {{ echo "no _text in /proc/kallsyms" >&2; exit 4; }}
-    start=$(printf '%x' $(( 0x$text - {symbols.text:#x} + {symbols.start:#x} )))
-    end=$(printf '%x' $(( 0x$text - {symbols.text:#x} + {symbols.end:#x} )))
-    for f in {' '.join(FAULT_KINDS)}; do
-        [ -e $D/$f/require-start ] || {{ echo "kernel has no $D/$f stack filter" >&2; exit 4; }}
-        echo 0x$start > $D/$f/require-start; echo 0x$end > $D/$f/require-end
-        echo 32 > $D/$f/stacktrace-depth; echo N > $D/$f/ignore-gfp-wait
-        echo 1 > $D/$f/verbose; echo 1 > $D/$f/interval; echo 0 > $D/$f/probability
-    done
-    echo N > $D/failslab/cache-filter
-    echo 0 > $D/fail_page_alloc/min-order
-    # kvmalloc() falls back to vmalloc(), whose pages are __GFP_HIGHMEM: fail them too
-    echo N > $D/fail_page_alloc/ignore-gfp-highmem
-fi
-arm() {{ [ "$1" = none ] || {{ echo {FAULT_BUDGET} > $D/$1/times; echo 100 > $D/$1/probability; }}; }}
-disarm() {{  # prints how many failures the armed fault injected
-    [ "$1" = none ] && {{ echo 0; return; }}
-    echo 0 > $D/$1/probability
-    echo $(( {FAULT_BUDGET} - $(cat $D/$1/times) ))
-}}
-
-hotplug_loop() {{
-    local n=0
-    while [ ! -e hotplug.stop ]; do
-        echo 0 > /sys/devices/system/cpu/cpu1/online && echo 1 > /sys/devices/system/cpu/cpu1/online \\
-            || {{ echo "cpu1 hotplug failed" >&2; echo failed > hotplug.count; return 1; }}
-        n=$((n + 1)); echo $n > hotplug.count
-        sleep 0.2
-    done
-}}
-rm -f hotplug.stop hotplug.count
-if {'true' if hotplug else 'false'}; then
-    [ -e /sys/devices/system/cpu/cpu1/online ] || {{ echo "cpu1 cannot be offlined" >&2; exit 4; }}
-    hotplug_loop & hotplug_pid=$!
-fi
-
-soak_scenario() {{
-    local name=$1 setup=$2 unbind=$3 bind=$4 i mode threads fault t0 t1 hash injected mem
-    echo "meminit-soak $name 0" > /dev/kmsg
-    if ! $setup > setup.out 2> setup.err; then
-        echo "setup failed: $setup" >&2; cat setup.err >&2; exit 3
-    fi
-    hash=$(memmap_hash_of $name)
-    echo "{{\\"scenario\\": \\"$name\\", \\"cycle\\": 0, \\"hash\\": \\"$hash\\"}}" >> {SOAK_FILE}
-    if [ -e $D/kmemleak ]; then
-        # What the boot and the setup leaked is this scenario's too; then start afresh:
-        # clear only forgets reports, and an object is reported once a scan finds it
-        # unreferenced and 5 s old.
-        sleep 6; echo scan > $D/kmemleak; cat $D/kmemleak > kmemleak-$name.txt
-        echo clear > $D/kmemleak
-    fi
-    for i in $(seq 1 {cycles}); do
-        mode=${{plan_mode[$i]}} threads=${{plan_threads[$i]}} fault=${{plan_fault[$i]}}
-        echo "$mode" > {scenarios.MODE_FILE}
-        echo "$threads" > {scenarios.THREADS_FILE}
-        $unbind > /dev/null
-        mem=$(memory_state)
-        echo "meminit-soak $name $i" > /dev/kmsg
-        [ $inject = 1 ] && arm "$fault"
-        t0=$(date +%s%N)
-        if ! $bind > bind.out 2>&1; then
-            [ $inject = 1 ] && disarm "$fault" > /dev/null
-            echo "$name cycle $i ($mode, threads $threads, fault $fault): $bind failed" >&2
-            cat bind.out >&2; exit 6
-        fi
-        t1=$(date +%s%N)
-        injected=0; [ $inject = 1 ] && injected=$(disarm "$fault")
-        hash=$(memmap_hash_of $name)
-        echo "{{\\"scenario\\": \\"$name\\", \\"cycle\\": $i, \\"mode\\": \\"$mode\\", \\"threads\\": $threads, \\"fault\\": \\"$fault\\", \\"injected\\": $injected, \\"bind_ms\\": $(( (t1 - t0) / 1000000 )), \\"hash\\": \\"$hash\\", $mem}}" >> {SOAK_FILE}
-    done
-    $unbind > /dev/null
-    # after the last bind: what it and the final unbind left is counted too
-    echo "{{\\"scenario\\": \\"$name\\", \\"cycle\\": -1, \\"hash\\": \\"\\", $(memory_state)}}" >> {SOAK_FILE}
-    if [ -e $D/kmemleak ]; then
-        # an object is reported once two scans found it unreferenced and it is 5 s old
-        echo scan > $D/kmemleak; sleep 6; echo scan > $D/kmemleak
-        cat $D/kmemleak >> kmemleak-$name.txt
-        echo clear > $D/kmemleak  # the next scenario's dump must not list these again
-    fi
-}}
-
-{chr(10).join(blocks)}
-touch hotplug.stop
-# a failed loop wrote "failed" to hotplug.count: the host reports it with the cycles
-[ -z "${{hotplug_pid:-}}" ] || wait $hotplug_pid || true
-"""
 
 
 @dataclass(frozen=True)
@@ -288,9 +90,9 @@ def parse_records(text: str) -> list[Record]:
     return [Record(**json.loads(line)) for line in text.splitlines() if line.strip()]
 
 
-def parse_inits(dmesg: str) -> dict[tuple[str, int], scenarios.InitSeen]:
+def parse_inits(dmesg: str) -> dict[tuple[str, int], memmap_log.InitSeen]:
     """Timing lines attributed to the last `meminit-soak SCENARIO CYCLE` mark before them."""
-    return scenarios.parse_inits(dmesg, _SOAK_MARK, lambda m: (m.group("scenario"), int(m.group("cycle"))))
+    return memmap_log.parse_inits(dmesg, _SOAK_MARK, lambda m: (m.group("scenario"), int(m.group("cycle"))))
 
 
 _LEAK_COMM = re.compile(r'comm "(?P<comm>[^"]*)"')
@@ -329,11 +131,11 @@ class ScenarioSoak:
     known_leaks: dict[str, int] = field(default_factory=dict)  # base kernel's, by reason
     injected: dict[str, int] = field(default_factory=dict)  # fault kind -> failures injected
     slowest: Record | None = None
-    ran_on: str = "-"  # nodes of the ranges, CPUs of the threads (scenarios.InitSeen.where)
+    ran_on: str = "-"  # nodes of the ranges, CPUs of the threads (memmap_log.InitSeen.where)
     problems: list[str] = field(default_factory=list)
 
 
-def _expected_fallback(record: Record, init: scenarios.InitSeen | None) -> str | None:
+def _expected_fallback(record: Record, init: memmap_log.InitSeen | None) -> str | None:
     """An armed fault must fail something and leave its fallback in the timing line; what
     is wrong, if anything."""
     if record.fault == "none":
@@ -352,7 +154,7 @@ def _expected_fallback(record: Record, init: scenarios.InitSeen | None) -> str |
     return None
 
 
-def evaluate(name: str, records: list[Record], inits: dict[tuple[str, int], scenarios.InitSeen],
+def evaluate(name: str, records: list[Record], inits: dict[tuple[str, int], memmap_log.InitSeen],
              cycles: int, kmemleak: str | None) -> ScenarioSoak:
     """Check one scenario's cycles: all ran, same struct pages as the setup bind, no memory
     lost, every armed fault injected and was survived through its fallback."""
@@ -361,7 +163,7 @@ def evaluate(name: str, records: list[Record], inits: dict[tuple[str, int], scen
     setup = next((r for r in mine if r.cycle == 0), None)
     done = sorted((r for r in mine if r.cycle > 0), key=lambda r: r.cycle)
     out.cycles = len(done)
-    out.ran_on = scenarios.where_ran(seen for (scenario, _), seen in inits.items() if scenario == name)
+    out.ran_on = memmap_log.where_ran(seen for (scenario, _), seen in inits.items() if scenario == name)
     if setup is None or out.cycles != cycles:
         out.problems.append(f"{out.cycles} of {cycles} cycles ran")
     if not done:
@@ -436,7 +238,7 @@ def render(results: list[ScenarioSoak], hotplug: str, splats: list[str]) -> str:
                      f"{r.memfree_lost_kb} kB", f"{r.sunreclaim_grown_kb} kB",
                      f"{r.memmap_grown_pages} pages",
                      "-" if r.kmemleak_reports is None else str(r.kmemleak_reports), faults, slowest])
-    lines = [report.render_table(header, rows), "",
+    lines = [tables.render_table(header, rows), "",
              f"CPU 1 hotplug cycles during the soak: {hotplug}",
              f"splats (BUG, WARNING, lockdep, sleeping in atomic, UBSAN): {len(splats)}"]
     lines += [f"kmemleak also reported {count} objects the base kernel leaks: {reason}"
@@ -483,42 +285,43 @@ def soak(kernel: build.Kernel, request: SoakRequest, run_dir: Path) -> SoakOutco
     symbols = fault_range(kernel.out / "vmlinux") if request.inject else None
     script.write_text(guest_script(request.scenarios, request.cycles, request.hotplug,
                                    request.inject, symbols))
-    uses_pmem = any(scenarios.SCENARIOS[n].uses_pmem for n in request.scenarios)
+    uses_pmem = any(memmap_scenarios.BY_NAME[n].uses_pmem for n in request.scenarios)
     memory, params = vm.DEFAULT_MEMORY, []
     if uses_pmem:
-        memory, memmap = vm.pmem_layout(request.pmem_size, None)
-        params = [memmap]
+        memory, memmap_param = vm.pmem_layout(request.pmem_size, None)
+        params = [memmap_param]
     # the test guest's topology: the pmem on a node with memory and no CPUs
-    spec = vm.BootSpec(image=kernel.image, name="soak", script=f"bash {shlex.quote(str(script))}",
+    spec = vm.BootSpec(image=kernel.image, kernel=kernel.variant, name="soak",
+                       script=f"bash {shlex.quote(str(script))}",
                        memory_bytes=memory, cpus=request.cpus,
                        numa=vm.numa_pmem_layout(memory, request.cpus),
                        # every mark and timing line of a 100-cycle soak must stay in dmesg
-                       append=[*params, scenarios.SKIP_KUNIT, "log_buf_len=16M", *request.append],
+                       append=[*params, scenario_base.SKIP_KUNIT, "log_buf_len=16M", *request.append],
                        timeout_s=request.timeout_s, leaks_judged_by_caller=True)
-    result = scenarios.boot_script(spec, run_dir, request.accel)
+    result = scenario_base.boot_script(spec, run_dir, request.accel)
     records = parse_records((run_dir / SOAK_FILE).read_text())
     inits = parse_inits(result.dmesg.read_text(errors="replace"))
-    results = []
+    verdicts = []
     for name in request.scenarios:
         leak_file = run_dir / f"kmemleak-{name}.txt"
-        results.append(evaluate(name, records, inits, request.cycles,
+        verdicts.append(evaluate(name, records, inits, request.cycles,
                                 leak_file.read_text() if leak_file.exists() else None))
     count = run_dir / "hotplug.count"
     hotplug = count.read_text().strip() if count.exists() else ("0" if request.hotplug else "off")
     splats = vm.kernel_failures(result.console.read_text(errors="replace"), leaks=False)
-    return SoakOutcome(run_dir, results, hotplug, splats, render(results, hotplug, splats))
+    return SoakOutcome(run_dir, verdicts, hotplug, splats, render(verdicts, hotplug, splats))
 
 
 def run(request: SoakRequest, jobs: int | None = None) -> SoakOutcome:
     deps.ensure(deps.GUEST)
     kernel = build.build_variants(["debug"], jobs=jobs)["debug"]
-    run_dir = report.new_run_dir("soak")
+    run_dir = results.new_run_dir("soak")
     accel = vm.resolve_accel(request.accel, kernel.image, run_dir)
     request = SoakRequest(**{**request.__dict__, "accel": accel})
     outcome = soak(kernel, request, run_dir)
-    report.write_json(run_dir, {
+    results.write_json(run_dir, {
         "kind": "soak", "accel": accel, "kernel": kernel.release, "cycles": request.cycles,
-        "pmem_size": vm.format_size(request.pmem_size), "guest_cpus": request.cpus,
+        "pmem_size": units.format_size(request.pmem_size), "guest_cpus": request.cpus,
         "hotplug": outcome.hotplug, "fault_injection": request.inject,
         "source_version": source.source_version(), "series_commit": source.series_commit(),
         "tolerances": {"memfree_kb": MEMFREE_TOLERANCE_KB, "sunreclaim_kb": SUNRECLAIM_TOLERANCE_KB,
@@ -533,7 +336,7 @@ def run(request: SoakRequest, jobs: int | None = None) -> SoakOutcome:
 
 
 def _cmd_soak(args: argparse.Namespace) -> int:
-    request = SoakRequest(scenarios=args.scenario or list(scenarios.SCENARIOS), cycles=args.cycles,
+    request = SoakRequest(scenarios=args.scenario or list(memmap_scenarios.BY_NAME), cycles=args.cycles,
                           pmem_size=args.pmem_size, hotplug=not args.no_hotplug,
                           inject=not args.no_faults, accel=args.accel, cpus=args.cpus,
                           append=args.append, timeout_s=args.timeout)
@@ -549,10 +352,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                     "no splat, no leak, CPU hotplug and injected faults survived")
     p.add_argument("--cycles", type=int, default=DEFAULT_CYCLES,
                    help=f"cycles per scenario (default {DEFAULT_CYCLES}; the test command runs {SHORT_CYCLES})")
-    p.add_argument("--scenario", action="append", choices=list(scenarios.SCENARIOS),
+    p.add_argument("--scenario", action="append", choices=list(memmap_scenarios.BY_NAME),
                    help="scenario to soak (repeatable; default: all of them)")
-    p.add_argument("--pmem-size", type=vm.parse_size, default=DEFAULT_PMEM,
-                   help=f"emulated pmem size (default {vm.format_size(DEFAULT_PMEM)})")
+    p.add_argument("--pmem-size", type=units.parse_size, default=DEFAULT_PMEM,
+                   help=f"emulated pmem size (default {units.format_size(DEFAULT_PMEM)})")
     p.add_argument("--no-hotplug", action="store_true", help="do not offline/online CPU 1 meanwhile")
     p.add_argument("--no-faults", action="store_true", help="do not inject allocation failures")
     p.add_argument("--timeout", type=int, default=7200, help="guest timeout in seconds")

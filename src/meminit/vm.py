@@ -9,7 +9,6 @@ kernel messages and command output cannot be confused. The console is still capt
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -23,10 +22,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from meminit import deps, paths
+from meminit import deps, paths, proc
+from meminit.units import GIB, format_size
 from meminit.errors import MeminitError
 
-GIB = 1 << 30
 # QEMU q35 keeps 2 GiB of RAM below 4 GiB once the guest has >= 2.75 GiB; the rest
 # starts at 4 GiB. Emulated pmem (memmap=SIZE!4G) is carved out of that high RAM.
 Q35_LOW_RAM = 2 * GIB
@@ -83,6 +82,7 @@ class BootSpec:
     image: Path
     name: str
     script: str
+    kernel: str = ""  # the kernel's name in messages (series, base, debug)
     memory_bytes: int = 4 * GIB
     cpus: int = 2
     append: list[str] = field(default_factory=list)
@@ -103,21 +103,6 @@ class BootResult:
 
     def stderr_tail(self, lines: int = 15) -> str:
         return "\n".join(self.stderr.strip().splitlines()[-lines:])
-
-
-def parse_size(text: str) -> int:
-    """'4G', '512M', '1024K' or bytes -> bytes."""
-    m = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)i?B?\s*", text, re.IGNORECASE)
-    if not m:
-        raise MeminitError(f"cannot read size {text!r} (use e.g. 4G or 512M)")
-    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[m.group(2).upper()]
-
-
-def format_size(value: int) -> str:
-    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
-        if value % (1 << shift) == 0:
-            return f"{value >> shift}{unit}"
-    return str(value)
 
 
 def pmem_layout(pmem_bytes: int, memory_bytes: int | None) -> tuple[int, str]:
@@ -245,23 +230,23 @@ def boot(spec: BootSpec, run_dir: Path, accel: str) -> BootResult:
     wrapped = BootSpec(**{**spec.__dict__, "script": f"sh {shlex.quote(str(script_file))}"})
     cmd = vng_command(wrapped, accel, run_dir)
     (run_dir / f"{spec.name}.cmd").write_text(shlex.join(cmd) + "\n")
-    print(f"meminit: booting {spec.image.parent.parent.parent.parent.name}/{spec.name} "
+    print(f"meminit: booting {spec.kernel or spec.image}/{spec.name} "
           f"({accel}, {format_size(spec.memory_bytes)}, {spec.cpus} CPUs); console: {console}",
           file=sys.stderr, flush=True)
     start = time.monotonic()
     # A pipe, not the log file itself: QEMU reopens its stdout by path for the script's
     # output ports, and a reopened regular file would overwrite the log from offset 0.
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, cwd=run_dir, env=_vng_env(),
-                            start_new_session=True)
+    vng = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           stdin=subprocess.DEVNULL, cwd=run_dir, env=_vng_env(),
+                           start_new_session=True)
     with console.open("wb") as out:
-        copier = threading.Thread(target=shutil.copyfileobj, args=(proc.stdout, out), daemon=True)
+        copier = threading.Thread(target=shutil.copyfileobj, args=(vng.stdout, out), daemon=True)
         copier.start()
         try:
-            proc.wait(timeout=spec.timeout_s)
+            vng.wait(timeout=spec.timeout_s)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            os.killpg(vng.pid, signal.SIGKILL)
+            vng.wait()
             raise MeminitError(f"guest {spec.name} hung: no exit after {spec.timeout_s}s; console: {console}")
         finally:
             copier.join(timeout=10)
@@ -281,15 +266,14 @@ def boot(spec: BootSpec, run_dir: Path, accel: str) -> BootResult:
                            f"given; console: {console}")
     if not exit_file.exists():
         raise MeminitError(f"guest {spec.name} ended without running the script to its end "
-                           f"(vng exit {proc.returncode}); console: {console}")
+                           f"(vng exit {vng.returncode}); console: {console}")
     code = int(exit_file.read_text().strip() or "-1")
     return BootResult(console=console, dmesg=dmesg, exit_code=code, seconds=seconds,
                       stderr=stderr.read_text(errors="replace") if stderr.exists() else "")
 
 
 def _host_key() -> str:
-    qemu = subprocess.run(["qemu-system-x86_64", "--version"], capture_output=True, text=True).stdout
-    return f"{os.uname().release} {qemu.splitlines()[0] if qemu else '?'}"
+    return f"{os.uname().release} {proc.first_line(['qemu-system-x86_64', '--version']) or '?'}"
 
 
 def detect_accel(image: Path, run_dir: Path) -> str:
@@ -319,38 +303,3 @@ def detect_accel(image: Path, run_dir: Path) -> str:
 
 def resolve_accel(requested: str, image: Path, run_dir: Path) -> str:
     return detect_accel(image, run_dir) if requested == "auto" else requested
-
-
-def add_guest_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--accel", choices=["auto", "kvm", "tcg"], default="auto",
-                   help="QEMU accelerator (default: KVM if a trial guest boots, else TCG)")
-    p.add_argument("--cpus", type=int, default=2, help="guest CPUs (default 2)")
-    p.add_argument("--memory", type=parse_size, default=None,
-                   help="guest memory, e.g. 8G (default: what the scenario needs)")
-    p.add_argument("--append", action="append", default=[], metavar="PARAM",
-                   help="extra kernel parameter (repeatable)")
-
-
-def _cmd_boot(args: argparse.Namespace) -> int:
-    from meminit import build, report, source  # noqa: PLC0415 - only this command needs them
-
-    kernel = build.kernel_for(args.variant, source.prepare_trees())
-    if not kernel.image.exists():
-        build.build(kernel)
-    run_dir = report.new_run_dir("boot")
-    accel = resolve_accel(args.accel, kernel.image, run_dir)
-    spec = BootSpec(image=kernel.image, name=args.variant, script=args.command,
-                    memory_bytes=args.memory or DEFAULT_MEMORY, cpus=args.cpus, append=args.append)
-    result = boot(spec, run_dir, accel)
-    if result.stderr:
-        print(result.stderr, end="", file=sys.stderr)
-    print(f"guest exit {result.exit_code} after {result.seconds:.0f}s ({accel}); logs in {run_dir}")
-    return result.exit_code
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("boot", help="boot a built kernel and run a command in the guest")
-    p.add_argument("variant", nargs="?", default="series", choices=["base", "series", "debug"])
-    p.add_argument("-c", "--command", default="uname -r", help="shell command to run in the guest")
-    add_guest_options(p)
-    p.set_defaults(func=_cmd_boot)

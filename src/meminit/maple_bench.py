@@ -1,17 +1,9 @@
-"""Fork with many VMAs: the maple-tree duplication of Linux 6.8+ (issue 8).
+"""`meminit maple-bench`: fork's maple-tree copy on the host (issue 8).
 
-Two measurements:
-
-* ``forkbench`` (bench/fork/forkbench.c): a process maps N extra VMAs and
-  forks/reaps children for a fixed time. It runs in the guest (the scenario
-  framework uses :func:`build_forkbench`, :func:`forkbench_command`,
-  :func:`parse_forkbench` and :func:`fork_table`) and, with ``maple-bench``,
-  on the host.
-* ``maple-bench``: on the host, the kernel's own userspace maple-tree harness
-  (tools/testing/radix-tree, ``maple`` with BENCH_FORK) built from a private
-  export of the pristine 6.12 source, and our comparison
-  (bench/fork/maple_dup_vs_insert.c) of ``__mt_dup()`` against rebuilding the
-  tree entry by entry.
+The kernel's own userspace maple-tree harness (tools/testing/radix-tree, ``maple``
+with BENCH_FORK) built from a private export of the pristine 6.12 source, and our
+comparison (bench/fork/maple_dup_vs_insert.c) of ``__mt_dup()`` against rebuilding
+the tree entry by entry; optionally forkbench on the host kernel.
 """
 
 from __future__ import annotations
@@ -28,16 +20,14 @@ import subprocess
 import sys
 import sysconfig
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-from meminit import deps, paths
+from meminit import deps, forkbench, hostinfo, paths, plotting, proc, results, source
 from meminit.errors import MeminitError
+from meminit.forkbench import FORK_BUILD, FORK_DIR, FORKBENCH_DEPS
+from meminit.stats import median_range, spread_pct
+from meminit.tables import fixed_point, render_markdown
 
-DEFAULT_COUNTS = (21, 221, 1621, 12821, 51221)
-
-FORK_DIR = paths.BENCH_DIR / "fork"
-FORK_BUILD = paths.WORK / "fork-build"
 MAPLE_SRC = paths.WORK / "maple-src"
 EXPORT_STAMP = ".meminit-export"
 TARBALL = Path("/usr/src/linux-source-6.12.tar.xz")
@@ -45,12 +35,6 @@ TARBALL_TOP = "linux-source-6.12"
 # What the userspace harness needs from the kernel source.
 EXPORT_PATHS = ("tools/testing/radix-tree", "tools/testing/shared", "tools/include",
                 "tools/arch", "tools/lib", "lib", "include", "arch/x86/include")
-
-# Debian package -> a file it installs (same convention as meminit.deps).
-FORKBENCH_DEPS = {
-    "build-essential": "/usr/bin/gcc",
-    "make": "/usr/bin/make",
-}
 _MULTIARCH = sysconfig.get_config_var("MULTIARCH") or f"{platform.machine()}-linux-gnu"
 MAPLE_DEPS = {
     **FORKBENCH_DEPS,
@@ -67,219 +51,11 @@ METHOD_HELP = {
 }
 
 
-# --------------------------------------------------------------------------
-# small helpers
-
-def _run(cmd: list[str], what: str, cwd: Path | None = None, timeout: float | None = None,
-         ) -> subprocess.CompletedProcess:
-    try:
-        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    except FileNotFoundError as exc:
-        raise MeminitError(f"{what}: {exc}") from exc
-    except subprocess.TimeoutExpired as exc:
-        raise MeminitError(f"{what}: timed out after {timeout:.0f} s") from exc
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise MeminitError(f"{what} failed (exit {proc.returncode}):\n{tail}")
-    return proc
-
-
-def loadavg() -> str:
-    try:
-        return Path("/proc/loadavg").read_text().strip()
-    except OSError:
-        return "unknown"
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def _median_range(values: list[float]) -> tuple[float, float, float]:
-    return statistics.median(values), min(values), max(values)
-
-
-def _spread_pct(values: list[float]) -> float:
-    med = statistics.median(values)
-    return (max(values) - min(values)) / med * 100.0 if med else 0.0
-
-
-def _fmt(value: float) -> str:
-    """Fixed point for tables: no decimals from 100 up, one from 10, two below."""
-    if value >= 100:
-        return f"{value:,.0f}"
-    if value >= 10:
-        return f"{value:.1f}"
-    return f"{value:.2f}"
-
-
-def _md_table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(header)]
-
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.rjust(w) for c, w in zip(cells, widths)) + " |"
-
-    sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
-    return "\n".join([line(header), sep, *(line(r) for r in rows)])
-
-
-def _json_lines(output: str, kind: str) -> list[dict]:
-    """JSON objects of one kind, wherever they sit in noisy (console) output."""
-    found = []
-    marker = f'{{"kind": "{kind}"'
-    for raw in output.splitlines():
-        start = raw.find(marker)
-        if start < 0:
-            continue
-        try:
-            found.append(json.loads(raw[start:].strip()))
-        except json.JSONDecodeError as exc:
-            raise MeminitError(f"{kind}: unreadable line {raw.strip()!r}: {exc}") from exc
-    return found
-
-
-# --------------------------------------------------------------------------
-# forkbench: pure functions for the scenario framework
-
-def build_forkbench() -> Path:
-    """Compile bench/fork/forkbench.c into work/fork-build/ and return the binary."""
-    deps.ensure(FORKBENCH_DEPS)
-    _run(["make", "-s", "-C", str(FORK_DIR), "forkbench", f"BUILD={FORK_BUILD}"],
-         "building forkbench")
-    binary = FORK_BUILD / "forkbench"
-    if not os.access(binary, os.X_OK):
-        raise MeminitError(f"building forkbench produced no executable {binary}")
-    return binary
-
-
-def forkbench_command(binary: Path | str, vma_counts, seconds: float, reps: int = 1) -> str:
-    """Shell command that runs forkbench for these N values (one JSON line per rep and N)."""
-    counts = [int(n) for n in vma_counts]
-    if not counts or any(n <= 0 for n in counts):
-        raise MeminitError(f"forkbench: VMA counts must be positive integers, got {vma_counts!r}")
-    if not seconds > 0:
-        raise MeminitError(f"forkbench: duration must be > 0 s, got {seconds!r}")
-    if reps < 1:
-        raise MeminitError(f"forkbench: repetitions must be >= 1, got {reps!r}")
-    return shlex.join([str(binary), "-n", ",".join(map(str, counts)),
-                       "-t", f"{seconds:g}", "-r", str(reps)])
-
-
-def parse_forkbench(output: str) -> list[dict]:
-    """The forkbench rows of an output (console noise is skipped); fail on an error row."""
-    rows = _json_lines(output, "forkbench")
-    for row in rows:
-        if "error" in row:
-            raise MeminitError(f"forkbench failed at N={row.get('vmas')}: {row['error']}")
-        for key in ("vmas", "forks", "seconds", "forks_per_sec"):
-            if key not in row:
-                raise MeminitError(f"forkbench: row without {key!r}: {row}")
-        if row["forks"] <= 0:
-            raise MeminitError(f"forkbench: no fork completed at N={row['vmas']}")
-        if "maps_during" in row and row["maps_during"] - row["maps_before"] != row["vmas"]:
-            raise MeminitError(
-                f"forkbench: VMA count rose by {row['maps_during'] - row['maps_before']},"
-                f" expected {row['vmas']}")
-    if not rows:
-        raise MeminitError("forkbench: no result line in the output")
-    return rows
-
-
-def summarize_forks(rows: list[dict]) -> list[dict]:
-    """Per N: median / min / max forks per second over the repetitions, ratio to the smallest N."""
-    by_n: dict[int, list[dict]] = {}
-    for row in rows:
-        by_n.setdefault(int(row["vmas"]), []).append(row)
-    out = []
-    for n in sorted(by_n):
-        fps = [float(r["forks_per_sec"]) for r in by_n[n]]
-        med, lo, hi = _median_range(fps)
-        calls = [float(r["fork_call_us"]) for r in by_n[n] if "fork_call_us" in r]
-        out.append({
-            "vmas": n, "reps": len(fps), "forks_per_sec_median": med,
-            "forks_per_sec_min": lo, "forks_per_sec_max": hi, "spread_pct": _spread_pct(fps),
-            "fork_call_us_median": statistics.median(calls) if calls else None,
-        })
-    if out:
-        base = out[0]["forks_per_sec_median"]
-        for item in out:
-            item["rel_to_first"] = item["forks_per_sec_median"] / base if base else None
-    return out
-
-
-def fork_table(rows: list[dict]) -> str:
-    """Markdown table: forks/s per N (median, range), fork() time, ratio to the smallest N."""
-    summary = summarize_forks(rows)
-    if not summary:
-        return "(no forkbench rows)"
-    first = summary[0]["vmas"]
-    header = ["VMAs", "reps", "forks/s (median)", "min–max", "spread", "fork() µs",
-              f"vs N={first}", "vs previous N"]
-    lines = []
-    prev = None
-    for s in summary:
-        call = s["fork_call_us_median"]
-        lines.append([
-            str(s["vmas"]), str(s["reps"]), _fmt(s["forks_per_sec_median"]),
-            f"{_fmt(s['forks_per_sec_min'])}–{_fmt(s['forks_per_sec_max'])}",
-            f"{s['spread_pct']:.0f} %", _fmt(call) if call is not None else "–",
-            f"{s['rel_to_first']:.3f}×",
-            f"{s['forks_per_sec_median'] / prev:.3f}×" if prev else "–",
-        ])
-        prev = s["forks_per_sec_median"]
-    return _md_table(header, lines)
-
-
-def plot_forks(runs: dict[str, list[dict]], out: Path, title: str = "") -> None:
-    """PNG of forks/s against N (median, min–max), one line per label (kernel, host...)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax, rel) = plt.subplots(1, 2, figsize=(10.4, 4.4))
-    for label, rows in runs.items():
-        summary = summarize_forks(rows)
-        if not summary:
-            continue
-        x = [s["vmas"] for s in summary]
-        y = [s["forks_per_sec_median"] for s in summary]
-        err = [[s["forks_per_sec_median"] - s["forks_per_sec_min"] for s in summary],
-               [s["forks_per_sec_max"] - s["forks_per_sec_median"] for s in summary]]
-        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=label)
-        rel.plot(x, [s["rel_to_first"] for s in summary], marker="o", label=label)
-    for a in (ax, rel):
-        a.set_xscale("log")
-        a.set_yscale("log")
-        a.set_xlabel("extra VMAs in the parent")
-        a.grid(True, which="both", alpha=0.3)
-        a.legend(fontsize=8)
-    ax.set_ylabel("forks/s (fork + exit + wait; median, min–max)")
-    rel.set_ylabel("forks/s relative to the smallest N")
-    ax.set_title("Fork rate")
-    rel.set_title("Cost of VMAs")
-    if title:
-        fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-
-
-# --------------------------------------------------------------------------
-# maple-tree harness: export, build, run
-
 def _kernel_base_rev() -> str | None:
     if not (paths.KERNEL_TREE / ".git").exists() or shutil.which("git") is None:
         return None
-    proc = subprocess.run(["git", "-C", str(paths.KERNEL_TREE), "rev-parse", "--verify", "-q",
-                           "base^{commit}"], capture_output=True, text=True)
-    return proc.stdout.strip() or None
+    return source.git(paths.KERNEL_TREE, "rev-parse", "--verify", "-q", "base^{commit}",
+                      check=False).strip() or None
 
 
 def export_maple_source() -> Path:
@@ -315,7 +91,7 @@ def export_maple_source() -> Path:
             raise MeminitError(f"git archive of {paths.KERNEL_TREE} into {MAPLE_SRC} failed: "
                                f"{untar.stderr.strip()}")
     else:
-        _run(["tar", "-xJf", str(TARBALL), "-C", str(MAPLE_SRC), "--strip-components=1",
+        proc.run(["tar", "-xJf", str(TARBALL), "-C", str(MAPLE_SRC), "--strip-components=1",
               *(f"{TARBALL_TOP}/{p}" for p in EXPORT_PATHS)],
              f"extracting the harness sources from {TARBALL}")
     if not (MAPLE_SRC / "tools" / "testing" / "radix-tree" / "maple.c").exists():
@@ -328,7 +104,7 @@ def build_maple() -> tuple[Path, Path]:
     """Build the harness's ``maple`` (BENCH_FORK, -O2) and our comparison against it."""
     deps.ensure(MAPLE_DEPS)
     src = export_maple_source()
-    _run(["make", "-s", "-C", str(FORK_DIR), "maple-harness", "maple-dup",
+    proc.run(["make", "-s", "-C", str(FORK_DIR), "maple-harness", "maple-dup",
           f"BUILD={FORK_BUILD}", f"MAPLE_SRC={src}", f"-j{os.cpu_count() or 1}"],
          "building the maple-tree harness and maple_dup_vs_insert", timeout=1200)
     harness = src / "tools" / "testing" / "radix-tree" / "maple"
@@ -354,9 +130,9 @@ def harness_bench_params(src: Path | None = None) -> dict:
 def run_harness_bench(binary: Path) -> dict:
     """One run of the harness's BENCH_FORK: __mt_dup + rewrite + mt_validate per dup."""
     start = time.monotonic()
-    proc = _run([str(binary)], "the maple harness (BENCH_FORK)", cwd=binary.parent, timeout=600)
+    done = proc.run([str(binary)], "the maple harness (BENCH_FORK)", cwd=binary.parent, timeout=600)
     seconds = time.monotonic() - start
-    match = re.search(r"maple_tree: (\d+) of (\d+) tests passed", proc.stdout)
+    match = re.search(r"maple_tree: (\d+) of (\d+) tests passed", done.stdout)
     if not match:
         raise MeminitError("the maple harness printed no 'tests passed' line")
     passed, run = int(match.group(1)), int(match.group(2))
@@ -401,9 +177,9 @@ def summarize_maple(rows: list[dict]) -> list[dict]:
             if (n, m) not in cells:
                 continue
             us = [float(r["us_per_copy"]) for r in cells[(n, m)]]
-            med, lo, hi = _median_range(us)
+            med, lo, hi = median_range(us)
             entry[m] = {"reps": len(us), "us_median": med, "us_min": lo, "us_max": hi,
-                        "spread_pct": _spread_pct(us), "nodes": cells[(n, m)][0].get("nodes")}
+                        "spread_pct": spread_pct(us), "nodes": cells[(n, m)][0].get("nodes")}
             only = [float(r["us_mt_dup_only"]) for r in cells[(n, m)] if "us_mt_dup_only" in r]
             if only:
                 entry[m]["us_mt_dup_only_median"] = statistics.median(only)
@@ -415,7 +191,7 @@ def summarize_maple(rows: list[dict]) -> list[dict]:
                 ratios = [float(r["us_per_copy"]) / dup_by_rep[r["rep"]]
                           for r in cells[(n, m)] if r["rep"] in dup_by_rep]
                 if ratios:
-                    med, lo, hi = _median_range(ratios)
+                    med, lo, hi = median_range(ratios)
                     entry[f"ratio_{m}"] = {"median": med, "min": lo, "max": hi,
                                            "reps": len(ratios)}
         out.append(entry)
@@ -435,15 +211,15 @@ def maple_table(rows: list[dict]) -> str:
         line = [str(s["n"]), str(reps)]
         for m in METHODS:
             c = s.get(m)
-            line.append(f"{_fmt(c['us_median'])} ({_fmt(c['us_min'])}–{_fmt(c['us_max'])})"
+            line.append(f"{fixed_point(c['us_median'])} ({fixed_point(c['us_min'])}–{fixed_point(c['us_max'])})"
                         if c else "–")
         only = s.get("mt_dup", {}).get("us_mt_dup_only_median")
-        line.append(_fmt(only) if only is not None else "–")
+        line.append(fixed_point(only) if only is not None else "–")
         for m in METHODS[1:]:
             r = s.get(f"ratio_{m}")
             line.append(f"{r['median']:.2f}× ({r['min']:.2f}–{r['max']:.2f})" if r else "–")
         lines.append(line)
-    return _md_table(header, lines)
+    return render_markdown(header, lines)
 
 
 def _errorbar_by_n(ax, summary: list[dict], key: str, prefix: str, label: str) -> None:
@@ -468,10 +244,7 @@ def _style_by_n(ax, ylabel: str, title: str) -> None:
 
 def plot(result: dict, out: Path) -> None:
     """PNG: µs per copy and ratio per N; host fork rate per N when measured."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = plotting.pyplot()
     summary = result["maple_copy"]["summary"]
     fork_summary = (result.get("forkbench_host") or {}).get("summary") or []
     ncols = 3 if fork_summary else 2
@@ -507,9 +280,7 @@ def plot(result: dict, out: Path) -> None:
     fig.suptitle(f"maple-bench {result['timestamp']}  (load at start: "
                  f"{result['loadavg']['start'].split()[0]}, {result['host']['cpus']} CPUs; "
                  f"N = {', '.join(map(str, ns))})", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    plotting.save(fig, out, dpi=110)
 
 
 # --------------------------------------------------------------------------
@@ -529,9 +300,9 @@ def run(args: argparse.Namespace) -> int:
     counts = _counts(args.counts)
     if args.reps < 1:
         raise MeminitError("--reps must be at least 1")
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out_dir = Path(args.out) if args.out else paths.RESULTS / f"maple-{stamp}"
-    loads = {"start": loadavg()}
+    out_dir = Path(args.out) if args.out else results.new_run_dir("maple")
+    stamp = out_dir.name
+    loads = {"start": hostinfo.loadavg()}
 
     harness, ours = build_maple()
     source = (MAPLE_SRC / EXPORT_STAMP).read_text().splitlines()[0]
@@ -543,7 +314,7 @@ def run(args: argparse.Namespace) -> int:
     for _ in range(args.reps):
         runs.append(run_harness_bench(harness))
     secs = [r["seconds"] for r in runs]
-    med, lo, hi = _median_range(secs)
+    med, lo, hi = median_range(secs)
     harness_result = {
         "binary": str(harness), "cflags": "-O2 -DBENCH_FORK (no sanitizers)",
         "what": "bench_forking(): per dup, __mt_dup + in-place store of every entry"
@@ -551,41 +322,41 @@ def run(args: argparse.Namespace) -> int:
         "runs": runs, "seconds_median": med, "seconds_min": lo, "seconds_max": hi,
         "us_per_dup_median": med / params["dups"] * 1e6,
     }
-    loads["after_harness"] = loadavg()
+    loads["after_harness"] = hostinfo.loadavg()
 
     # 2. our comparison: __mt_dup vs rebuilding
     cmd = [str(ours), "-n", ",".join(map(str, counts)), "-r", str(args.reps),
            "-t", f"{args.min_seconds:g}", "-g", str(args.gap_pages)]
     print(f"meminit: {shlex.join(cmd)}", file=sys.stderr, flush=True)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    copies = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     try:
-        rows = parse_maple_dup(proc.stdout)
+        rows = parse_maple_dup(copies.stdout)
     except MeminitError as exc:
-        raise MeminitError(f"{exc}\n(exit {proc.returncode}; stderr: "
-                           f"{proc.stderr.strip()[-500:] or 'empty'})") from exc
-    if proc.returncode != 0:
-        raise MeminitError(f"maple_dup_vs_insert exited {proc.returncode}: "
-                           f"{proc.stderr.strip()[-500:]}")
-    loads["after_maple_copy"] = loadavg()
+        raise MeminitError(f"{exc}\n(exit {copies.returncode}; stderr: "
+                           f"{copies.stderr.strip()[-500:] or 'empty'})") from exc
+    if copies.returncode != 0:
+        raise MeminitError(f"maple_dup_vs_insert exited {copies.returncode}: "
+                           f"{copies.stderr.strip()[-500:]}")
+    loads["after_maple_copy"] = hostinfo.loadavg()
 
     # 3. optional: forkbench on the host kernel
     fork_result = None
     if args.fork_seconds > 0:
-        binary = build_forkbench()
-        fcmd = forkbench_command(binary, counts, args.fork_seconds, args.reps)
+        binary = forkbench.build_forkbench()
+        fcmd = forkbench.forkbench_command(binary, counts, args.fork_seconds, args.reps)
         print(f"meminit: {fcmd}", file=sys.stderr, flush=True)
         fproc = subprocess.run(shlex.split(fcmd), capture_output=True, text=True,
                                timeout=3600)
-        frows = parse_forkbench(fproc.stdout)
+        frows = forkbench.parse_forkbench(fproc.stdout)
         if fproc.returncode != 0:
             raise MeminitError(f"forkbench exited {fproc.returncode}")
-        fork_result = {"command": fcmd, "rows": frows, "summary": summarize_forks(frows)}
-        loads["after_forkbench"] = loadavg()
-    loads["end"] = loadavg()
+        fork_result = {"command": fcmd, "rows": frows, "summary": forkbench.summarize_forks(frows)}
+        loads["after_forkbench"] = hostinfo.loadavg()
+    loads["end"] = hostinfo.loadavg()
 
     result = {
         "kind": "maple-bench", "timestamp": stamp,
-        "host": {"kernel": platform.release(), "cpu": _cpu_model(), "cpus": os.cpu_count()},
+        "host": {"kernel": platform.release(), "cpu": hostinfo.cpu_model(), "cpus": os.cpu_count()},
         "loadavg": loads,
         "note": "2 shared cores with other builds running: figures are indicative;"
                 " compare ratios within one run, not absolute times across runs",
@@ -597,20 +368,20 @@ def run(args: argparse.Namespace) -> int:
         "forkbench_host": fork_result,
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    results.write_json(out_dir, result)
     plot(result, out_dir / "maple.png")
 
     print(f"\nKernel harness, tools/testing/radix-tree maple with BENCH_FORK "
           f"({params['dups']} dups of a {params['entries']}-entry tree, {args.reps} runs): "
-          f"{_fmt(med)} s median ({_fmt(lo)}–{_fmt(hi)}), "
-          f"{_fmt(harness_result['us_per_dup_median'])} µs per dup incl. mt_validate")
+          f"{fixed_point(med)} s median ({fixed_point(lo)}–{fixed_point(hi)}), "
+          f"{fixed_point(harness_result['us_per_dup_median'])} µs per dup incl. mt_validate")
     print(f"\n__mt_dup() vs rebuilding, µs per copy, median (min–max) of {args.reps}"
           f" interleaved reps; ratio per rep:")
     print(maple_table(rows))
     if fork_result:
         print(f"\nforkbench on the host kernel {platform.release()}, "
               f"{args.fork_seconds:g} s per N and rep:")
-        print(fork_table(fork_result["rows"]))
+        print(forkbench.fork_table(fork_result["rows"]))
     print(f"\nload average: start {loads['start']} / end {loads['end']}")
     print(f"results: {out_dir / 'result.json'}, {out_dir / 'maple.png'}")
     return 0
@@ -625,7 +396,7 @@ def register(subparsers) -> None:
                     "VMA-like ranges, optionally run forkbench on the host; write "
                     "results/maple-<UTC>/result.json and maple.png.",
     )
-    p.add_argument("--counts", default=",".join(map(str, DEFAULT_COUNTS)),
+    p.add_argument("--counts", default=",".join(map(str, forkbench.DEFAULT_COUNTS)),
                    help="comma-separated N values (default: %(default)s)")
     p.add_argument("--reps", type=int, default=3,
                    help="repetitions, interleaved over N and methods (default: %(default)s)")
@@ -636,5 +407,5 @@ def register(subparsers) -> None:
     p.add_argument("--fork-seconds", type=float, default=1.0,
                    help="seconds of forkbench per N and rep on the host; 0 skips it "
                         "(default: %(default)s)")
-    p.add_argument("--out", help="result directory (default: results/maple-<UTC timestamp>)")
+    p.add_argument("--out", help="result directory (default: results/maple-<UTC stamp>)")
     p.set_defaults(func=run)

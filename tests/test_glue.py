@@ -1,0 +1,234 @@
+"""The glue between the layers, offline: CLI exit codes, vm.boot against a fake vng, the
+config cache, and a run -> result.json -> report round trip from a recorded guest."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from meminit import build, cli, deps, kconfig, microbench, results, source, vm
+from meminit.commands import run as run_command
+from meminit.errors import MeminitError
+from meminit.scenarios import base, memmap
+
+DATA = Path(__file__).parent / "data"
+
+# ----------------------------------------------------------------------- CLI
+
+
+def test_cli_turns_errors_into_exit_codes(monkeypatch, tmp_path, capsys):
+    assert cli.main(["report", str(tmp_path / "no-such-run")]) == 1
+    assert capsys.readouterr().err.startswith("meminit: error: no run directory")
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    parser = cli.make_parser()
+    monkeypatch.setattr(cli, "make_parser", lambda: parser)
+    parser.set_defaults(func=interrupted)
+    for action in parser._subparsers._group_actions[0].choices.values():
+        action.set_defaults(func=interrupted)
+    assert cli.main(["report", "x"]) == 130
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["no-such-command"])
+    assert exc.value.code == 2
+
+
+# ------------------------------------------------------------------ fake vng
+
+FAKE_VNG = """#!{python}
+# A stand-in for virtme-ng: prints a console, then runs the guest wrapper on the host with
+# its reboot taken out (the real wrapper ends with sysrq 'b').
+import os, subprocess, sys, time
+args = sys.argv[1:]
+mode = os.environ["FAKE_VNG_MODE"]
+cpus = int(args[args.index("--cpus") + 1])
+print("Linux version 6.12.0-fake", flush=True)
+if mode == "hang":
+    time.sleep(60)
+brought_up = cpus - 1 if mode == "fewer-cpus" else cpus
+print(f"smp: Brought up 1 node, {{brought_up}} CPUs", flush=True)
+if mode == "oops":
+    print("BUG: kernel NULL pointer dereference, address: 0000000000000008", flush=True)
+if mode == "no-script":
+    sys.exit(0)
+command = args[args.index("--exec") + 1]
+wrapper = open(command.split()[-1]).read()
+assert wrapper.rstrip().endswith("echo b > /proc/sysrq-trigger"), wrapper
+wrapper = wrapper.replace("echo b > /proc/sysrq-trigger", "true")
+sys.exit(subprocess.call(["sh", "-c", wrapper]))
+"""
+
+
+@pytest.fixture
+def fake_vng(tmp_path, monkeypatch):
+    vng = tmp_path / "vng"
+    vng.write_text(FAKE_VNG.format(python=sys.executable))
+    vng.chmod(vng.stat().st_mode | stat.S_IEXEC)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_dmesg = bin_dir / "dmesg"
+    fake_dmesg.write_text("#!/bin/sh\necho '[    1.0] guest dmesg line'\n")
+    fake_dmesg.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(vm, "_vng_path", lambda: str(vng))
+    monkeypatch.setattr(vm.deps, "ensure", lambda packages: None)
+    image = tmp_path / "bzImage"
+    image.write_bytes(b"")
+
+    def boot(mode: str, script: str = "echo out; echo err >&2; exit 3", timeout_s: int = 30,
+             cpus: int = 2) -> vm.BootResult:
+        monkeypatch.setenv("FAKE_VNG_MODE", mode)
+        spec = vm.BootSpec(image=image, name="guest", script=script, kernel="series", cpus=cpus,
+                           timeout_s=timeout_s)
+        return vm.boot(spec, tmp_path / "run", "tcg")
+
+    return boot
+
+
+def test_boot_returns_the_scripts_exit_stderr_and_dmesg(fake_vng, tmp_path):
+    result = fake_vng("ok")
+    assert result.exit_code == 3
+    assert result.stderr.strip() == "err"
+    assert "guest dmesg line" in result.dmesg.read_text()
+    assert "smp: Brought up 1 node, 2 CPUs" in result.console.read_text()
+
+
+def test_boot_kills_a_hung_guest(fake_vng):
+    with pytest.raises(MeminitError, match="hung: no exit after 2s"):
+        fake_vng("hang", timeout_s=2)
+
+
+def test_boot_fails_on_a_kernel_bug_even_when_the_script_passed(fake_vng):
+    with pytest.raises(MeminitError, match="kernel reported a failure: BUG: kernel NULL pointer"):
+        fake_vng("oops", script="true")
+
+
+def test_boot_fails_when_the_guest_has_fewer_cpus_than_asked(fake_vng):
+    with pytest.raises(MeminitError, match="brought up 1 of the 2 CPUs"):
+        fake_vng("fewer-cpus", script="true")
+
+
+def test_boot_fails_when_the_script_never_ran(fake_vng):
+    with pytest.raises(MeminitError, match="ended without running the script"):
+        fake_vng("no-script", script="true")
+
+
+# --------------------------------------------------------------- config cache
+
+
+def test_configure_starts_from_tinyconfig_only_when_the_fragments_change(tmp_path, monkeypatch):
+    ran: list[str] = []
+    out = tmp_path / "out"
+    fragment = tmp_path / "a.config"
+    fragment.write_text("CONFIG_A=y\n")
+    final = {"text": "CONFIG_A=y\n"}
+
+    def fake_run(cmd, cwd=None):
+        ran.append(Path(cmd[0]).name if "merge_config" in cmd[0] else cmd[-1])
+        if "merge_config" in cmd[0] or cmd[-1] == "olddefconfig":
+            (out / ".config").write_text(final["text"])
+
+    monkeypatch.setattr(kconfig, "_run", fake_run)
+    kconfig.configure(tmp_path / "src", out, [fragment])
+    assert ran == ["tinyconfig", "merge_config.sh", "olddefconfig"]
+    ran.clear()
+    kconfig.configure(tmp_path / "src", out, [fragment])
+    assert ran == ["olddefconfig"]
+    ran.clear()
+    fragment.write_text("CONFIG_A=y\nCONFIG_B=y\n")
+    final["text"] = "CONFIG_A=y\nCONFIG_B=y\n"
+    kconfig.configure(tmp_path / "src", out, [fragment])
+    assert ran == ["tinyconfig", "merge_config.sh", "olddefconfig"]
+    ran.clear()
+    final["text"] = "CONFIG_A=y\n"  # the same fragments, but olddefconfig now drops B
+    with pytest.raises(MeminitError, match="CONFIG_B=y"):
+        kconfig.configure(tmp_path / "src", out, [fragment])
+    assert ran == ["olddefconfig"]
+    ran.clear()
+    final["text"] = "CONFIG_A=y\nCONFIG_B=y\n"
+    kconfig.configure(tmp_path / "src", out, [fragment])  # a failed configure is not trusted again
+    assert ran == ["tinyconfig", "merge_config.sh", "olddefconfig"]
+
+
+# ------------------------------------------------- run -> result.json -> report
+
+
+@pytest.fixture
+def recorded_run(tmp_path, monkeypatch):
+    """`meminit run` of fsdax-mapdev on the series kernel, its guest replayed from tests/data."""
+    kernel = build.Kernel("series", tmp_path / "src", tmp_path / "build" / "series")
+    kernel.image.parent.mkdir(parents=True)
+    kernel.image.write_bytes(b"")
+    (kernel.out / "include/config").mkdir(parents=True)
+    (kernel.out / "include/config/kernel.release").write_text("6.12.0-meminit-series\n")
+    booted: list[vm.BootSpec] = []
+
+    def replay(spec: vm.BootSpec, run_dir: Path, accel: str) -> vm.BootResult:
+        booted.append(spec)
+        dmesg = run_dir / f"{spec.name}.dmesg.log"
+        shutil.copy(DATA / "run-fsdax" / f"{spec.name}.dmesg.log", dmesg)
+        shutil.copy(DATA / "run-fsdax" / "hashes.txt", run_dir / "hashes.txt")
+        return vm.BootResult(console=run_dir / "console.log", dmesg=dmesg, exit_code=0, seconds=1.0)
+
+    monkeypatch.setattr(deps, "ensure", lambda packages: None)
+    monkeypatch.setattr(build, "build_variants", lambda names, jobs=None: {"series": kernel})
+    monkeypatch.setattr(vm, "boot", replay)
+    monkeypatch.setattr(results, "new_run_dir", lambda kind: results.find_run(tmp_path) / "run")
+    (tmp_path / "run").mkdir()
+    monkeypatch.setattr(source, "source_version", lambda: "6.12.0-test")
+    monkeypatch.setattr(source, "series_commit", lambda: "0123456789abcdef")
+    req = base.RunRequest(scenarios=["fsdax-mapdev"], kernels=["series"], accel="tcg", rebinds=2)
+    return run_command.run(req), booted
+
+
+def test_run_writes_result_json_that_report_renders_again(recorded_run, capsys):
+    run_dir, booted = recorded_run
+    first = capsys.readouterr().out
+    (spec,) = booted
+    assert spec.name == "fsdax-mapdev-series" and spec.kernel == "series"
+    assert any(a.startswith("memmap=") for a in spec.append) and base.SKIP_KUNIT in spec.append
+    result = json.loads((run_dir / "result.json").read_text())
+    (entry,) = result["scenarios"]
+    assert entry["kind"] == "memmap" and entry["name"] == "fsdax-mapdev"
+    variants = {g["variant"]: g for g in entry["groups"]}
+    assert set(variants) == {"slow", "template", "streaming", "auto"}
+    assert all(g["pages"] == 386560 and len(g["steady_ms"]) == 2 for g in variants.values())
+    assert variants["slow"]["steady_ms"][0] == pytest.approx(19.66557)
+    assert (run_dir / "fsdax-mapdev-series.hashes.txt").exists() and (run_dir / "plot.png").exists()
+    (run_dir / "plot.png").unlink()
+    assert cli.main(["report", str(run_dir)]) == 0
+    again = capsys.readouterr().out
+    assert again.startswith(first.rstrip()) and "plot.png" in again
+    assert (run_dir / "plot.png").exists()
+
+
+def test_a_recorded_guest_whose_struct_pages_differ_is_refused(tmp_path):
+    hashes = (DATA / "run-fsdax" / "hashes.txt").read_text().splitlines()
+    hashes[1] = hashes[1][:-1] + ("0" if hashes[1][-1] != "0" else "1")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "hashes.txt").write_text("\n".join(hashes) + "\n")
+    dmesg = DATA / "run-fsdax" / "fsdax-mapdev-series.dmesg.log"
+    boot = base.Boot(kernel="series", name="fsdax-mapdev-series")
+    result = vm.BootResult(console=dmesg, dmesg=dmesg, exit_code=0, seconds=1.0)
+    with pytest.raises(MeminitError, match="struct pages differ between variants"):
+        memmap.BY_NAME["fsdax-mapdev"].collect(base.RunRequest(scenarios=[]), boot, result, run_dir)
+
+
+def test_microbench_measures_nothing_when_verify_fails(monkeypatch, tmp_path):
+    failed = subprocess.CompletedProcess([], 1, stdout="ok fill slow\nFAIL fill template o0: record 7 differs\n",
+                                         stderr="verify failed: 1 failure(s)\n")
+    monkeypatch.setattr(microbench, "verify", lambda size: failed)
+    monkeypatch.setattr(microbench.subprocess, "Popen", lambda *a, **k: pytest.fail("measured after a failed verify"))
+    args = cli.make_parser().parse_args(["microbench", "--quick", "--out", str(tmp_path / "out")])
+    with pytest.raises(MeminitError, match="nothing measured(.|\n)*record 7 differs"):
+        microbench.run(args)
+    assert not (tmp_path / "out").exists()

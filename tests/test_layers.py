@@ -1,0 +1,124 @@
+"""The harness's shape (issue 16): imports run one way, down through four layers; none is
+dodged inside a function; no module grows past MAX_LINES."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "meminit"
+MAX_LINES = 420
+
+# Lowest first. A module may import its own layer or a lower one, never a higher one.
+LAYERS = {
+    "primitives": {"errors", "paths", "units", "proc", "tables", "stats", "plotting", "results",
+                   "hostinfo", "deps"},
+    "libraries": {"source", "kconfig", "build", "checks", "vm", "ktap", "selftest_results", "benchbin",
+                  "bench_stats", "bench_render", "hugetlb", "memmap_log", "forkbench"},
+    "scenarios": {"scenarios", "scenarios.base", "scenarios.memmap", "scenarios.fork",
+                  "scenarios.thp_fault", "scenarios.fault_latency"},
+    "commands": {"cli", "__main__", "__init__", "commands", "commands.boot", "commands.run",
+                 "commands.report", "microbench", "bench_results", "maple_bench", "configs", "soak",
+                 "soak_guest", "selftests", "testing"},
+}
+RANK = {module: rank for rank, modules in enumerate(LAYERS.values()) for module in modules}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def meminit_imports(tree: ast.AST) -> list[tuple[ast.stmt, str]]:
+    """(node, imported module) for every import of a meminit module, at any depth."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "meminit":
+            base = node.module.removeprefix("meminit").lstrip(".")
+            for alias in node.names:
+                sub = f"{base}.{alias.name}" if base else alias.name
+                found.append((node, sub if sub in RANK else base))
+        elif isinstance(node, ast.Import):
+            found += [(node, a.name.removeprefix("meminit.")) for a in node.names if a.name.startswith("meminit.")]
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    graph = {}
+    for name, path in modules().items():
+        tree = ast.parse(path.read_text())
+        graph[name] = {target for _, target in meminit_imports(tree) if target and target != name}
+    return graph
+
+
+def test_every_module_has_a_layer():
+    assert sorted(set(modules()) - set(RANK)) == []
+
+
+def test_imports_run_down_the_layers():
+    upward = [f"{m} ({layer_of(m)}) imports {t} ({layer_of(t)})"
+              for m, targets in import_graph().items() for t in targets if RANK.get(t, 99) > RANK.get(m, -1)]
+    assert upward == []
+
+
+def layer_of(module: str) -> str:
+    return list(LAYERS)[RANK[module]] if module in RANK else "?"
+
+
+def test_no_import_circle():
+    graph = import_graph()
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for t in sorted(graph.get(m, ())):
+            if state.get(t) == 1:
+                pytest.fail("import circle: " + " -> ".join(stack[stack.index(t):] + [t]))
+            if t not in state:
+                visit(t)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+
+
+def test_no_meminit_import_inside_a_function():
+    hidden = []
+    for name, path in modules().items():
+        tree = ast.parse(path.read_text())
+        top = {id(n) for n in tree.body}
+        hidden += [f"{name}:{node.lineno}" for node, _ in meminit_imports(tree) if id(node) not in top]
+    assert hidden == []
+
+
+def test_no_module_is_oversized():
+    big = {name: len(path.read_text().splitlines()) for name, path in modules().items()}
+    assert {n: lines for n, lines in big.items() if lines > MAX_LINES} == {}
+
+
+def test_the_checks_see_a_circle_and_an_upward_import(tmp_path, monkeypatch):
+    """The checks above can fail: a library that imports a command is caught."""
+    fake = tmp_path / "meminit"
+    (fake / "scenarios").mkdir(parents=True)
+    (fake / "units.py").write_text("from meminit import vm\n")
+    (fake / "vm.py").write_text("from meminit import units\nfrom meminit import soak\n")
+    (fake / "soak.py").write_text("def f():\n    from meminit import vm\n")
+    monkeypatch.setattr(__import__(__name__), "PACKAGE", fake)
+    graph = import_graph()
+    assert graph == {"units": {"vm"}, "vm": {"units", "soak"}, "soak": {"vm"}}
+    with pytest.raises(AssertionError):
+        test_imports_run_down_the_layers()
+    with pytest.raises(pytest.fail.Exception):
+        test_no_import_circle()
+    with pytest.raises(AssertionError):
+        test_no_meminit_import_inside_a_function()
