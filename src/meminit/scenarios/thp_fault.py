@@ -2,7 +2,7 @@
 
 Every huge-page fault clears the whole huge page before mapping it, in `folio_zero_user()`,
 which the series (issue 7) changes from 4 KiB `clear_page()` calls to extents. The guest
-runs the userspace benchmark's fault test (`meminit-bench run --fault ...`, bench/):
+runs the userspace benchmark's fault test (`meminit-bench run --fault ...`, bench/src/clear_fault.c):
 it maps `fault_size` bytes, writes one byte per huge page and times the loop, after an
 untimed pass over the same amount. Kernels boot one after the other with the same
 parameters; the table gives GB/s per mapping kind and the series/base ratio.

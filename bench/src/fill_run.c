@@ -1,0 +1,148 @@
+/*
+ * fill_run.c - the record-fill strategies, the layouts, and the fill samples
+ * of one repetition of run.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+/*
+ * The kernel's `auto` policy (issue 6): stream iff the CPU has the
+ * non-temporal backend (x86-64: MOVNTDQ, SSE2, always) and the memmap is at
+ * least a threshold: the LLC size when the memmap lives in device memory
+ * (altmap, map=dev: never cache-resident, never read right after init by the
+ * CPU that wrote it), 2 x LLC when it lives in ordinary DRAM (it may have
+ * just been zeroed into the cache, and streaming stores have to push those
+ * lines out).  The bench has no device memory: the placement only selects
+ * the threshold; every destination is DRAM here.
+ */
+size_t auto_min[3];	/* threshold in memmap bytes, by placement (PLACE_*) */
+
+const struct fill_strategy fill_strategies[] = {
+	{ "slow", slow_memmap_init_zone_device, slow_memmap_init_zone_device, 0, 0, 0 },
+	{ "slow-saferet", saferet_memmap_init_zone_device, saferet_memmap_init_zone_device, 0, 0, 0 },
+	{ "template", fill_template, fill_template_pre, 0, 0, 0 },
+	{ "movnti", fill_movnti, fill_movnti_pre, 0, 0, 0 },
+	{ "movntdq", fill_movntdq, fill_movntdq_pre, 0, 0, 0 },
+	{ "avx512nt", fill_avx512nt, fill_avx512nt_pre, 1, 0, 0 },
+	{ "repmovsb", fill_repmovsb, fill_repmovsb, 0, 0, 0 },
+	{ "auto-altmap", NULL, NULL, 0, PLACE_ALTMAP, 0 },
+	{ "auto-dram", NULL, NULL, 0, PLACE_DRAM, 0 },
+	{ "auto", NULL, NULL, 0, 0, 1 },
+};
+
+/* What `auto` runs for a fill of `bytes` of memmap: the streaming copy
+ * (movntdq, the kernel's memcpy_nontemporal() backend) or the template copy. */
+static int auto_streams(const struct fill_strategy *fs, size_t bytes)
+{
+	return bytes >= auto_min[fs->placement];
+}
+
+static fill_fn strategy_fn(const struct fill_strategy *fs, int pre, size_t bytes)
+{
+	if (fs->learns)
+		return NULL;	/* run_chunks() runs auto_fill_chunk() */
+	if (fs->placement) {
+		if (auto_streams(fs, bytes))
+			return pre ? fill_movntdq_pre : fill_movntdq;
+		return pre ? fill_template_pre : fill_template;
+	}
+	return pre ? fs->pre : fs->fn;
+}
+#define N_FILL (sizeof(fill_strategies) / sizeof(fill_strategies[0]))
+const size_t n_fill_strategies = N_FILL;
+
+const struct fill_strategy *find_fill(const char *name)
+{
+	for (size_t i = 0; i < N_FILL; i++)
+		if (!strcmp(fill_strategies[i].name, name))
+			return &fill_strategies[i];
+	die("unknown fill strategy '%s'", name);
+	return NULL;
+}
+
+int layout_order(const char *layout, int *pre)
+{
+	*pre = !strcmp(layout, "o9pre");
+	if (!strcmp(layout, "o0"))
+		return 0;
+	if (!strcmp(layout, "o9") || *pre)
+		return 9;
+	die("unknown layout '%s' (o0, o9, o9pre)", layout);
+	return -1;
+}
+
+/* The fill samples of repetition rep: every size, layout, destination,
+ * thread count, split and strategy once. */
+void fill_samples(struct opts *o, int rep, char *buf, int avx512)
+{
+	for (int si = 0; si < o->n_sizes; si++) {
+		size_t size = parse_size(o->sizes[si]);
+		/* small destinations: several timed passes per sample */
+		unsigned long passes = size < o->min_bytes ? (o->min_bytes + size - 1) / size : 1;
+
+		for (int li = 0; li < o->n_layouts; li++) {
+			int pre, order = layout_order(o->layouts[li], &pre);
+
+			for (int di = 0; di < o->n_dests; di++) {
+				const char *dest = o->dests[di];
+				int rb = !strcmp(dest, "readback");
+
+				if (strcmp(dest, "cold") && strcmp(dest, "warm") && !rb)
+					die("unknown destination '%s' (cold, warm, readback)", dest);
+				for (int ti = 0; ti < o->n_threads; ti++) {
+					int threads = atoi(o->threads[ti]);
+
+					for (int xi = 0; xi < o->n_splits; xi++) {
+						int xsplit = strcmp(o->splits[xi], "even") ? SPLIT_CHUNKED : SPLIT_EVEN;
+
+						for (int f = 0; f < o->n_fills; f++) {
+							const struct fill_strategy *fs = find_fill(o->fills[f]);
+							fill_fn fn = strategy_fn(fs, pre, size);
+							/* the learning auto runs on the kernel's chunks */
+							int split = fs->learns ? SPLIT_CHUNKED : xsplit;
+							struct auto_stats learned = { 0 };
+							uint64_t ns;
+
+							if (fs->needs_avx512 && !avx512)
+								continue;
+							uint64_t cpu = 0;
+
+							ns = 0;
+							for (unsigned long k = 0; k < passes; k++) {
+								int prep = strcmp(dest, "warm") ? PREP_COLD : PREP_WARM;
+
+								if (fs->learns)
+									ns += run_auto_fill(pre, now_ns, threads,
+											    (struct page *)buf, size / 64,
+											    order, rb, prep, &learned);
+								else
+									ns += run_fill(fn, threads, (struct page *)buf,
+										       size / 64, order, rb, prep, split);
+								cpu += last_cpu_ns;
+							}
+							printf("sample kind=fill strategy=%s layout=%s dest=%s size=%zu "
+							       "threads=%d split=%s rep=%d ns=%llu bytes=%zu cpu_ns=%llu "
+							       "passes=%lu", fs->name, o->layouts[li], dest, size, threads,
+							       split == SPLIT_CHUNKED ? "chunked" : "even", rep,
+							       (unsigned long long)ns, size * passes,
+							       (unsigned long long)cpu, passes);
+							if (fs->learns)
+								printf(" rounds=%lu stream_rounds=%lu streamed=%lu records=%lu",
+								       learned.rounds, learned.stream_rounds,
+								       learned.streamed, learned.records);
+							if (split == SPLIT_CHUNKED)
+								printf(" chunks=%lu", n_chunks);
+							if (fs->placement)
+								printf(" chose=%s", auto_streams(fs, size) ? "movntdq" : "template");
+							printf("\n");
+						}
+					}
+				}
+			}
+		}
+	}
+}

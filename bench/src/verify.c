@@ -1,0 +1,244 @@
+/*
+ * verify.c - the verify mode: every fill strategy against the slow path, the
+ * slow path against the fields 6.12 sets, every clear method against its
+ * range.  --bug injects a known bug (clear-overrun here, the others where
+ * the fills and chunks are made), which these checks must catch.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+#define GUARD 65536	/* > 511 records: a misaligned chunk's overrun stays in it */
+#define POISON 0xa5
+
+static int failures;
+
+static void report(int ok, const char *what)
+{
+	printf("%s %s\n", ok ? "ok" : "FAIL", what);
+	if (!ok)
+		failures++;
+}
+
+/* Field-level checks of the reference (the slow path), so that a wrong
+ * replay cannot pass by agreeing with itself. */
+static void check_reference(const struct page *map, unsigned long nr, unsigned int order,
+			    const char *name)
+{
+	unsigned long want_flags = (ZONE_DEVICE_IDX << ZONES_PGSHIFT) |
+				   (LAST_CPUPID_MASK << LAST_CPUPID_PGSHIFT) | (1UL << PG_reserved);
+	int head_ref = the_pgmap.type == MEMORY_DEVICE_PRIVATE ||
+		       the_pgmap.type == MEMORY_DEVICE_COHERENT ? 0 : 1;
+	unsigned long unit = 1UL << order;
+	char what[400];
+	int ok = 1;
+
+	for (unsigned long i = 0; i < nr && ok; i++) {
+		const struct page *p = &map[i];
+		unsigned long idx = i & (unit - 1);
+		const struct page *head = p - idx;
+
+		if (p->_mapcount != -1 && idx != 1)
+			ok = 0;
+		if (p->memcg_data || (idx != 1 && p->index))
+			ok = 0;
+		if (idx == 0) {
+			ok &= p->flags == (want_flags | (order ? 1UL << PG_head : 0));
+			ok &= p->pgmap == &the_pgmap && !p->zone_device_data && !p->mapping;
+			ok &= p->_refcount == head_ref && !p->private;
+		} else {
+			ok &= p->compound_head == (unsigned long)head + 1 && !p->private;
+			ok &= p->_refcount == 0;
+			if (idx == 1) {
+				const struct folio *f = (const struct folio *)head;
+
+				ok &= p->flags == (want_flags | order);
+				ok &= f->_large_mapcount == -1 && f->_entire_mapcount == -1;
+				ok &= f->_nr_pages_mapped == 0 && f->_pincount == 0;
+				ok &= f->_folio_nr_pages == (1U << order) && p->_mapcount == -1;
+			} else {
+				ok &= p->flags == want_flags;
+				ok &= !p->zone_device_data && p->mapping == (void *)TAIL_MAPPING;
+			}
+		}
+		if (!ok)
+			snprintf(what, sizeof(what), "reference %s: record %lu has unexpected fields", name, i);
+	}
+	if (ok)
+		snprintf(what, sizeof(what), "reference %s: fields of %lu records as 6.12 sets them",
+			 name, nr);
+	report(ok, what);
+}
+
+/*
+ * A clock for the learning auto that makes every thread's rounds alternate:
+ * streaming wins its odd rounds, template its even ones, so a range mixes
+ * both modes chunk by chunk.  Eight readings per round, two per piece.
+ */
+static __thread unsigned long flip_reads;
+static __thread uint64_t flip_now;
+
+static uint64_t flip_clock(void)
+{
+	unsigned long n = flip_reads++, piece = n / 2 % AUTO_PIECES, round = n / 8;
+	int stream_piece = piece == 1 || piece == 2;
+
+	if (n % 2)
+		flip_now += stream_piece == (int)(round % 2) ? 50 : 100;
+	return flip_now;
+}
+
+static void verify_auto(char *buf, const char *ref, size_t size, unsigned long nr, int order,
+			int pre, const char *layout, const char *tname)
+{
+	static const int thread_counts[] = { 1, 2, 3 };
+	/* chunks of 1024 and 4096 records: rounds fit in both at order 0, in the
+	 * larger at order 9 (four 512-record pieces) */
+	static const unsigned long chunk_reqs[] = { 700, 4096 };
+	struct page *map = (struct page *)(buf + GUARD);
+	char what[400];
+
+	for (int ti = 0; ti < 3; ti++)
+	for (int ci = 0; ci < 2; ci++)
+	for (int flip = 0; flip < 2; flip++) {
+		struct auto_stats a = { 0 };
+		int ok, learns, right;
+
+		chunk_req_pages = chunk_reqs[ci];
+		memset(buf, POISON, size + 2 * GUARD);
+		run_auto_fill(pre, flip ? flip_clock : now_ns, thread_counts[ti], map, nr, order, 0,
+			      PREP_NONE, &a);
+		ok = !memcmp(buf, ref, size + 2 * GUARD) && a.records == nr;
+		/*
+		 * Where a round fits in a chunk, the flipping clock must have made
+		 * the range mix both modes, or this check proved nothing about
+		 * switching between chunks; where none fits, the range is too small
+		 * to learn from and must be template only.
+		 */
+		learns = chunk_pages >= AUTO_PIECES * auto_probe_records(order);
+		if (!learns)
+			right = !a.rounds && !a.streamed;
+		else
+			right = !flip || (a.rounds >= 2 && a.streamed && a.streamed < a.records);
+		snprintf(what, sizeof(what),
+			 "fill auto layout=%s pgmap=%s threads=%d split=chunked/%lu clock=%s records=%lu "
+			 "(rounds %lu, streamed %lu)%s", layout, tname, thread_counts[ti], chunk_pages,
+			 flip ? "flipping" : "real", nr, a.rounds, a.streamed,
+			 !ok ? ": differs from the slow path" : right ? "" :
+			 learns ? ": did not mix the modes" : ": learned where no round fits");
+		report(ok && right, what);
+	}
+}
+
+int cmd_verify(struct opts *o)
+{
+	int avx512 = has_avx512f(), clzero = has_clzero();
+	size_t size = o->verify_size & ~32767UL;
+	unsigned long nr = size / 64;
+	char *buf, *ref, what[400];
+	static const char *layouts[] = { "o0", "o9", "o9pre" };
+	static const int types[] = { MEMORY_DEVICE_FS_DAX, MEMORY_DEVICE_PRIVATE };
+	static const int thread_counts[] = { 1, 2, 3 };
+
+	if (!size)
+		die("--size must be at least 32 KiB%s", "");
+	alloc_scratch();
+	buf = alloc_buf(size + 2 * GUARD, 1);
+	ref = malloc(size + 2 * GUARD);
+	if (!ref)
+		die("out of memory%s", "");
+	for (int ty = 0; ty < 2; ty++) {
+		the_pgmap.type = types[ty];
+		for (int li = 0; li < 3; li++) {
+			int pre, order = layout_order(layouts[li], &pre);
+			struct page *map = (struct page *)(buf + GUARD);
+			const char *tname = types[ty] == MEMORY_DEVICE_PRIVATE ? "private" : "fsdax";
+
+			memset(buf, POISON, size + 2 * GUARD);
+			run_fill(slow_memmap_init_zone_device, 1, map, nr, order, 0, PREP_NONE, SPLIT_EVEN);
+			memcpy(ref, buf, size + 2 * GUARD);
+			snprintf(what, sizeof(what), "%s/%s", layouts[li], tname);
+			check_reference(map, nr, order, what);
+			for (size_t f = 0; f < n_fill_strategies; f++) {
+				const struct fill_strategy *fs = &fill_strategies[f];
+
+				if ((fs->needs_avx512 && !avx512) || fs->placement)
+					continue;	/* auto-* run the template/movntdq functions */
+				if (fs->learns) {
+					verify_auto(buf, ref, size, nr, order, pre, layouts[li], tname);
+					continue;
+				}
+				for (int ti = 0; ti < 3; ti++)
+				for (int xi = 0; xi < 3; xi++) {
+					int threads = thread_counts[ti];
+					int split = xi ? SPLIT_CHUNKED : SPLIT_EVEN;
+					char sname[32] = "even";
+
+					/* chunk sizes that are not multiples of a compound page:
+					 * 100 pages -> 512, 700 -> 1024 (uneven last chunk) */
+					chunk_req_pages = xi == 1 ? 100 : 700;
+					memset(buf, POISON, size + 2 * GUARD);
+					run_fill(pre ? fs->pre : fs->fn, threads, map, nr, order, 0, PREP_NONE, split);
+					if (split == SPLIT_CHUNKED)
+						snprintf(sname, sizeof(sname), "chunked/%lu", chunk_pages);
+					int ok = !memcmp(buf, ref, size + 2 * GUARD);
+					size_t at = 0;
+
+					if (!ok)
+						while (at < size + 2 * GUARD && buf[at] == ref[at])
+							at++;
+					snprintf(what, sizeof(what),
+						 "fill %s layout=%s pgmap=%s threads=%d split=%s records=%lu%s",
+						 fs->name, layouts[li], tname, threads, sname, nr,
+						 ok ? "" : " (first differing byte ");
+					if (!ok) {
+						long off = (long)at - GUARD;
+
+						snprintf(what + strlen(what), sizeof(what) - strlen(what),
+							 "at record %ld offset %ld)", off >= 0 ? off / 64 : -1,
+							 off >= 0 ? off % 64 : off);
+					}
+					report(ok, what);
+				}
+			}
+		}
+	}
+
+	/* clearing: zeros inside, poison untouched outside */
+	for (size_t c = 0; c < n_clear_methods; c++) {
+		const struct clear_method *m = &clear_methods[c];
+		static const size_t units[] = { 4096, 2UL << 20, 0 };
+
+		if (!cpu_ok(m->needs, avx512, clzero))
+			continue;
+		for (int u = 0; u < 3; u++)
+		for (int fp = FAULT_FIRST; fp <= (m->folio ? FAULT_LAST : FAULT_FIRST); fp++) {
+			size_t unit = units[u] ? units[u] : size;
+			char *r = buf + GUARD;
+			int ok = 1;
+
+			clear_fault = fp;
+			memset(buf, POISON, size + 2 * GUARD);
+			do_clear(m, r, size + (bug == BUG_CLEAR_OVERRUN && !m->folio ? 64 : 0), unit);
+			for (size_t i = 0; i < size + 2 * GUARD; i++) {
+				int inside = i >= GUARD && i < GUARD + size;
+
+				unsigned char b = (unsigned char)buf[i];
+
+				if ((inside && b != m->byte) || (!inside && b != POISON)) {
+					ok = 0;
+					break;
+				}
+			}
+			snprintf(what, sizeof(what), "clear %s unit=%zu bytes=%zu%s", m->name, unit, size,
+				 !m->folio ? "" : fp == FAULT_FIRST ? " fault=first" :
+				 fp == FAULT_MIDDLE ? " fault=middle" : " fault=last");
+			report(ok, what);
+		}
+	}
+	printf("%s: %d failure(s)\n", failures ? "verify FAILED" : "verify passed", failures);
+	return failures ? 1 : 0;
+}
