@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from meminit import build, cli, deps, kconfig, microbench, results, source, vm
+from meminit import benchbin, build, cli, deps, forkbench, kconfig, microbench, results, source, vm
 from meminit.commands import run as run_command
 from meminit.errors import MeminitError
 from meminit.scenarios import base, memmap
@@ -36,9 +37,6 @@ def test_cli_turns_errors_into_exit_codes(monkeypatch, tmp_path, capsys):
     for action in parser._subparsers._group_actions[0].choices.values():
         action.set_defaults(func=interrupted)
     assert cli.main(["report", "x"]) == 130
-    with pytest.raises(SystemExit) as exc:
-        cli.main(["no-such-command"])
-    assert exc.value.code == 2
 
 
 # ------------------------------------------------------------------ fake vng
@@ -194,7 +192,7 @@ def test_run_writes_result_json_that_report_renders_again(recorded_run, capsys):
     first = capsys.readouterr().out
     (spec,) = booted
     assert spec.name == "fsdax-mapdev-series" and spec.kernel == "series"
-    assert any(a.startswith("memmap=") for a in spec.append) and base.SKIP_KUNIT in spec.append
+    assert any(a.startswith("memmap=") for a in spec.append) and vm.SKIP_KUNIT in spec.append
     result = json.loads((run_dir / "result.json").read_text())
     (entry,) = result["scenarios"]
     assert entry["kind"] == "memmap" and entry["name"] == "fsdax-mapdev"
@@ -232,3 +230,94 @@ def test_microbench_measures_nothing_when_verify_fails(monkeypatch, tmp_path):
     with pytest.raises(MeminitError, match="nothing measured(.|\n)*record 7 differs"):
         microbench.run(args)
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------- every scenario, two kernels, and old runs
+
+
+def fake_guest(spec: vm.BootSpec, run_dir: Path, accel: str) -> vm.BootResult:
+    """What each scenario's guest leaves in the run directory, written from its script."""
+    script = Path(spec.script.split()[-1]).read_text()
+    dmesg = run_dir / f"{spec.name}.dmesg.log"
+    dmesg.write_text("")
+    if spec.name.startswith(("fsdax-mapdev", "device-private")):
+        shutil.copy(DATA / "run-fsdax" / "fsdax-mapdev-series.dmesg.log", dmesg)
+        shutil.copy(DATA / "run-fsdax" / "hashes.txt", run_dir / "hashes.txt")
+    elif spec.name.startswith("fork-"):
+        out = Path(script.split("> ")[-1].strip().strip("'"))
+        out.write_text("".join(json.dumps({"kind": "forkbench", "vmas": n, "forks": 100, "seconds": 1.0,
+                                           "forks_per_sec": 100.0 + n + r}) + "\n"
+                               for r in range(2) for n in (21, 221)))
+    elif spec.name.startswith("thp-fault-"):
+        out = Path(script.strip().split("> ")[-1].strip("'"))
+        out.write_text("".join(f"sample kind=fault strategy={k} size=1073741824 bytes=1073741824 "
+                               f"ns={500000000 + i} huge_bytes=1073741824\n"
+                               for i in range(3) for k in ("thp-2M", "hugetlb-2M"))
+                       + "skip kind=fault strategy=hugetlb-1G reason=no pool here\n")
+    elif spec.name.startswith("fault-latency-"):
+        for stem in re.findall(r"^cell '?(lat-\S+?)'? ", script, re.M):
+            (run_dir / f"{stem}.json").write_text(json.dumps({"thread": {"0": {
+                "cycles": 1000, "max": 50, "avg": 5, "histogram": {"1": 990, "40": 10}}}}))
+            (run_dir / f"{stem}.clears").write_text("300000000\n310000000\n")
+    return vm.BootResult(console=dmesg, dmesg=dmesg, exit_code=0, seconds=1.0)
+
+
+def test_every_scenario_runs_on_two_kernels_and_report_renders_it_again(tmp_path, monkeypatch, capsys):
+    kernels = {}
+    for variant in ("series", "base"):
+        kernel = build.Kernel(variant, tmp_path / "src", tmp_path / "build" / variant)
+        (kernel.out / "include/config").mkdir(parents=True)
+        (kernel.out / "include/config/kernel.release").write_text(f"6.12.0-{variant}\n")
+        kernels[variant] = kernel
+    booted: list[vm.BootSpec] = []
+    monkeypatch.setattr(deps, "ensure", lambda packages: None)
+    monkeypatch.setattr(build, "build_variants", lambda names, jobs=None: {n: kernels[n] for n in names})
+    monkeypatch.setattr(vm, "boot", lambda spec, run_dir, accel: booted.append(spec) or fake_guest(spec, run_dir, accel))
+    monkeypatch.setattr(results, "new_run_dir", lambda kind: results.find_run(tmp_path) / "run")
+    (tmp_path / "run").mkdir()
+    monkeypatch.setattr(source, "source_version", lambda: "6.12.0-test")
+    monkeypatch.setattr(source, "series_commit", lambda: "0123456789abcdef")
+    monkeypatch.setattr(forkbench, "build_forkbench", lambda: Path("/bin/forkbench"))
+    monkeypatch.setattr(benchbin, "build", lambda: Path("/bin/meminit-bench"))
+    args = cli.make_parser().parse_args([
+        "run", "--scenario", "fsdax-mapdev", "--scenario", "device-private", "--scenario", "fork",
+        "--scenario", "thp-fault", "--scenario", "fault-latency", "--accel", "tcg", "--fork-vmas", "21,221",
+        "--latency-units", "default,2M", "--preempt", "none,full", "--latency-rounds", "1",
+        "--latency-hog", "off", "--fork-reps", "2"])
+    run_dir = run_command.run(run_command.request_from(args))
+    printed = capsys.readouterr().out
+    assert [(s.name, s.kernel, s.memory_bytes >> 30, s.cpus) for s in booted] == [
+        ("fsdax-mapdev-series", "series", 5, 2), ("fsdax-mapdev-base", "base", 5, 2),
+        ("device-private-series", "series", 4, 2), ("device-private-base", "base", 4, 2),
+        ("fork-series", "series", 4, 2), ("fork-base", "base", 4, 2),
+        ("thp-fault-series", "series", 5, 2), ("thp-fault-base", "base", 5, 2),
+        ("fault-latency-series-none", "series", 4, 2), ("fault-latency-base-none", "base", 4, 2),
+        ("fault-latency-series-full", "series", 4, 2), ("fault-latency-base-full", "base", 4, 2)]
+    assert "preempt=full" in booted[-1].append and "hugepages=1" in booted[6].append
+    result = json.loads((run_dir / "result.json").read_text())
+    assert [(e["name"], e["kind"]) for e in result["scenarios"]] == [
+        ("fsdax-mapdev", "memmap"), ("device-private", "memmap"), ("fork", "fork"),
+        ("thp-fault", "faults"), ("fault-latency", "latency")]
+    latency = result["scenarios"][-1]
+    assert {(r["kernel"], r["model"], r["unit"]) for r in latency["rows"]} == {
+        ("series", "none", "default"), ("series", "none", "2M"), ("series", "full", "default"),
+        ("series", "full", "2M"), ("base", "none", "default"), ("base", "full", "default")}
+    assert sorted(p.name for p in run_dir.glob("*.png")) == ["faults.png", "fork.png", "latency.png", "plot.png"]
+    assert cli.main(["report", str(run_dir)]) == 0
+    assert capsys.readouterr().out.startswith(printed.rstrip())
+
+
+def test_report_renders_a_run_written_before_the_scenarios_were_plug_ins(tmp_path, capsys):
+    """tests/data/legacy-run: result.json of every scenario kind, written by the harness at
+    60aa5d2 (before issue 16), and the table its `report` printed then."""
+    shutil.copy(DATA / "legacy-run" / "result.json", tmp_path / "result.json")
+    assert cli.main(["report", str(tmp_path)]) == 0
+    table = "\n".join(line for line in capsys.readouterr().out.splitlines() if not line.startswith("plot: "))
+    assert table == (DATA / "legacy-run" / "report.txt").read_text().rstrip("\n")
+
+
+def test_run_refuses_a_kernel_named_twice(monkeypatch):
+    monkeypatch.setattr(deps, "ensure", lambda packages: None)
+    monkeypatch.setattr(build, "build_variants", lambda names, jobs=None: pytest.fail("built kernels first"))
+    with pytest.raises(MeminitError, match="names a kernel twice"):
+        run_command.run(base.RunRequest(scenarios=["fork"], kernels=["series", "series"]))

@@ -70,7 +70,7 @@ def series_boot(kernel_trees) -> SeriesBoot:
     kernel = build.kernel_for("debug", kernel_trees)
     build.build(kernel)
     run_dir = results.new_run_dir("test")
-    accel = vm.resolve_accel("auto", kernel.image, run_dir)
+    accel = vm.resolve_accel("auto", kernel.image, run_dir, kernel.variant)
     return boot_with_rebinds(kernel, run_dir, accel, "series", REBINDS, [])
 
 

@@ -117,7 +117,7 @@ def test_boot_script_fails_with_the_guest_stderr_and_where_to_look(monkeypatch, 
     spec = vm.BootSpec(image=Path("/bz"), name="thp-fault-series", script="true")
     with pytest.raises(MeminitError, match=r"thp-fault-series: guest script failed with exit 3:\n"
                                            r"hugetlb pool short\noutput: .*out.txt; console: "):
-        base.boot_script(spec, tmp_path, "tcg", output=tmp_path / "out.txt")
+        vm.boot_script(spec, tmp_path, "tcg", output=tmp_path / "out.txt")
     monkeypatch.setattr(vm, "boot", lambda spec, run_dir, accel: vm.BootResult(
         console=failed.console, dmesg=failed.dmesg, exit_code=0, seconds=1.0))
-    assert base.boot_script(spec, tmp_path, "tcg").exit_code == 0
+    assert vm.boot_script(spec, tmp_path, "tcg").exit_code == 0

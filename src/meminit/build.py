@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -104,17 +103,3 @@ def build_variants(variants: list[str], reset: bool = False, jobs: int | None = 
         build(kernel, jobs)
         kernels[variant] = kernel
     return kernels
-
-
-def _cmd_build(args: argparse.Namespace) -> int:
-    build_variants(args.variants or ["series"], reset=args.reset, jobs=args.jobs)
-    return 0
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("build", help="build the base and/or series kernel (ccache, trimmed config)")
-    p.add_argument("variants", nargs="*", metavar="VARIANT",
-                   help="base, series and/or debug (default: series)")
-    p.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: number of CPUs)")
-    p.add_argument("--reset", action="store_true", help="discard unexported work in work/linux")
-    p.set_defaults(func=_cmd_build)

@@ -11,7 +11,6 @@ of the kernel, so a full check costs about one full build per header state; --to
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import subprocess
@@ -168,18 +167,3 @@ def _w1_touched(kernel: build.Kernel, commit: str, index: int, what: str,
     print(f"meminit: {what}: W=1 on {', '.join(objects)}: {len(warnings)} warnings on added lines",
           file=sys.stderr, flush=True)
     return [f"{what}: {w}" for w in warnings]
-
-
-def _cmd_check_series(args: argparse.Namespace) -> int:
-    check_series(args.jobs, touched_only=args.touched_only)
-    return 0
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("check-series", help="build every prefix of the series, checkpatch, W=1")
-    p.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: 2)")
-    p.add_argument("--touched-only", action="store_true",
-                   help="per prefix compile only the files the series touched so far (W=1) and "
-                        "build only the last prefix fully: what CI runs; the default builds "
-                        "every prefix fully, for before a submission")
-    p.set_defaults(func=_cmd_check_series)

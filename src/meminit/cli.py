@@ -10,9 +10,7 @@ from meminit.errors import MeminitError
 
 # Modules that contribute subcommands through register(subparsers).
 COMMAND_MODULES = [
-    "meminit.source",
-    "meminit.build",
-    "meminit.checks",
+    "meminit.commands.kernel",
     "meminit.configs",
     "meminit.commands.boot",
     "meminit.commands.run",

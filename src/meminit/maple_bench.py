@@ -300,13 +300,13 @@ def run(args: argparse.Namespace) -> int:
     counts = _counts(args.counts)
     if args.reps < 1:
         raise MeminitError("--reps must be at least 1")
-    out_dir = Path(args.out) if args.out else results.new_run_dir("maple")
-    stamp = out_dir.name
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     loads = {"start": hostinfo.loadavg()}
 
     harness, ours = build_maple()
-    source = (MAPLE_SRC / EXPORT_STAMP).read_text().splitlines()[0]
-    print(f"meminit: 6.12 maple tree from {source}; load {loads['start']}", file=sys.stderr)
+    origin = (MAPLE_SRC / EXPORT_STAMP).read_text().splitlines()[0]
+    print(f"meminit: 6.12 maple tree from {origin}; load {loads['start']}", file=sys.stderr)
+    out_dir = Path(args.out) if args.out else results.new_run_dir("maple")
 
     # 1. the kernel's own fork benchmark, repeated
     params = harness_bench_params()
@@ -360,7 +360,7 @@ def run(args: argparse.Namespace) -> int:
         "loadavg": loads,
         "note": "2 shared cores with other builds running: figures are indicative;"
                 " compare ratios within one run, not absolute times across runs",
-        "source": source, "counts": counts, "reps": args.reps,
+        "source": origin, "counts": counts, "reps": args.reps,
         "harness_bench_fork": harness_result,
         "maple_copy": {"command": shlex.join(cmd), "methods": METHOD_HELP,
                        "gap_pages": args.gap_pages, "min_seconds": args.min_seconds,

@@ -28,7 +28,8 @@ def new_run_dir(kind: str, root: Path | None = None) -> Path:
 
 def write_json(run_dir: Path, data: dict) -> Path:
     path = run_dir / RESULT_FILE
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    # insertion order: the kernels and scenarios in the order they ran, as the run printed them
+    path.write_text(json.dumps(data, indent=2) + "\n")
     return path
 
 

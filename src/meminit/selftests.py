@@ -17,9 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import build, deps, paths, selftest_results as results, source, vm
-from meminit.scenarios.base import SKIP_KUNIT, boot_script
-from meminit import results as run_results
+from meminit import build, deps, paths, results, selftest_results, source, vm
 from meminit.errors import MeminitError
 
 SELFTEST_DIR = "tools/testing/selftests/mm"
@@ -157,18 +155,18 @@ run() {{
 """
 
 
-def collect(test: Selftest, out_dir: Path, kernel_src: Path) -> results.Outcome:
+def collect(test: Selftest, out_dir: Path, kernel_src: Path) -> selftest_results.Outcome:
     exit_file, log = out_dir / f"{test.slug}.exit", out_dir / f"{test.slug}.log"
     if not exit_file.exists():
-        return results.Outcome(test.name, "NOT RUN")
+        return selftest_results.Outcome(test.name, "NOT RUN")
     code, start, end = exit_file.read_text().split()
     output = log.read_text(errors="replace") if log.exists() else ""
-    return results.parse(test.name, test.own_format, int(code), float(end) - float(start), output,
+    return selftest_results.parse(test.name, test.own_format, int(code), float(end) - float(start), output,
                          kernel_src)
 
 
 def run_kernel(kernel: build.Kernel, tests: tuple[Selftest, ...], bin_dir: Path, run_dir: Path,
-               accel: str, hugetlb_pages: int, label: str = "") -> list[results.Outcome]:
+               accel: str, hugetlb_pages: int, label: str = "") -> list[selftest_results.Outcome]:
     """Boot `kernel` once and run `tests` (output in run_dir/<variant><label>); raises
     only if the guest itself failed."""
     name = kernel.variant + label
@@ -178,9 +176,9 @@ def run_kernel(kernel: build.Kernel, tests: tuple[Selftest, ...], bin_dir: Path,
     script.write_text(guest_script(tests, bin_dir, out_dir, hugetlb_pages))
     spec = vm.BootSpec(image=kernel.image, kernel=kernel.variant, name=f"selftests-{name}",
                        script=f"bash {shlex.quote(str(script))}", memory_bytes=GUEST_MEMORY, cpus=2,
-                       append=[SKIP_KUNIT, "hugepagesz=1G", f"hugepages={GIGANTIC_PAGES}"],
+                       append=[vm.SKIP_KUNIT, "hugepagesz=1G", f"hugepages={GIGANTIC_PAGES}"],
                        timeout_s=300 + sum(t.timeout_s + 20 for t in tests))
-    boot_script(spec, run_dir, accel)
+    vm.boot_script(spec, run_dir, accel)
     return [collect(t, out_dir, kernel.src) for t in tests]
 
 
@@ -200,37 +198,38 @@ def run(request: SelftestsRequest, jobs: int | None = None) -> tuple[Path, list[
     deps.ensure(deps.GUEST)
     kernels = build.build_variants(list(request.variants), jobs=jobs)
     bin_dir = build_selftests(request.tests, jobs or 2)
-    run_dir = run_results.new_run_dir("selftests")
-    accel = vm.resolve_accel(request.accel, next(iter(kernels.values())).image, run_dir)
+    run_dir = results.new_run_dir("selftests")
+    first = next(iter(kernels.values()))
+    accel = vm.resolve_accel(request.accel, first.image, run_dir, first.variant)
     columns = {v: run_kernel(k, request.tests, bin_dir, run_dir, accel, request.hugetlb_pages)
                for v, k in kernels.items()}
     names = [t.name for t in request.tests]
-    problems = results.judge(columns)
-    table = results.render(columns)
-    rechecked: dict[str, list[results.Outcome]] = {}
+    problems = selftest_results.judge(columns)
+    table = selftest_results.render(columns)
+    rechecked: dict[str, list[selftest_results.Outcome]] = {}
     flaky: list[str] = []
     if problems and set(columns) == {"base", "series"}:
         # a loss must repeat: the programs lost once run again on both kernels
-        lost_names = {results.program_of(p, names) for p in problems}
+        lost_names = {selftest_results.program_of(p, names) for p in problems}
         lost = tuple(t for t in request.tests if t.name in lost_names)
         print(f"meminit: rechecking on both kernels: {', '.join(t.name for t in lost)}",
               file=sys.stderr, flush=True)
         rechecked = {v: run_kernel(k, lost, bin_dir, run_dir, accel, request.hugetlb_pages, RECHECK)
                      for v, k in kernels.items()}
-        again = results.judge(rechecked)
-        flaky = results.recheck_verdict(problems, again, names)
-        table += ("\n\nrecheck of what the series lost, on both kernels:\n" + results.render(rechecked)
-                  + "".join(f"\nflaky: {results.flaky_line(name, problems, names)}" for name in flaky))
+        again = selftest_results.judge(rechecked)
+        flaky = selftest_results.recheck_verdict(problems, again, names)
+        table += ("\n\nrecheck of what the series lost, on both kernels:\n" + selftest_results.render(rechecked)
+                  + "".join(f"\nflaky: {selftest_results.flaky_line(name, problems, names)}" for name in flaky))
         problems = again
     for variant in columns:  # what the pool got: a short one makes hugetlb programs skip
         pool = (run_dir / variant / "hugetlb.txt").read_text().split("\n")
         table += f"\nhugetlb pools on {variant} before the first program: " + ", ".join(line for line in pool if line)
     (run_dir / "table.txt").write_text(table + "\n")
-    run_results.write_json(run_dir, {
+    results.write_json(run_dir, {
         "kind": "selftests", "accel": accel, "hugetlb_pages": request.hugetlb_pages,
         "kernels": {v: k.release for v, k in kernels.items()},
         "source_version": source.source_version(), "series_commit": source.series_commit(),
-        "results": results.as_json(columns), "recheck": results.as_json(rechecked),
+        "results": selftest_results.as_json(columns), "recheck": selftest_results.as_json(rechecked),
         "flaky": flaky, "problems": problems,
     })
     print(table)

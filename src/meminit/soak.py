@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from meminit import build, deps, memmap_log, results, source, tables, units, vm
-from meminit.scenarios import base as scenario_base
 from meminit.scenarios import memmap as memmap_scenarios
 from meminit.errors import MeminitError
 from meminit.soak_guest import (FAULT_KINDS, FINAL_CYCLE, HASH, SOAK_FILE,
@@ -223,12 +222,12 @@ def evaluate(name: str, records: list[Record], inits: dict[tuple[str, int], memm
     return out
 
 
-def render(results: list[ScenarioSoak], hotplug: str, splats: list[str]) -> str:
+def render(verdicts: list[ScenarioSoak], hotplug: str, splats: list[str]) -> str:
     header = ["scenario", "cycles", "ran on", "hash mismatches", "MemFree lost", "SUnreclaim grew",
               "memmap grew", "kmemleak", "faults injected", "slowest bind"]
     rows = []
     known: dict[str, int] = {}
-    for r in results:
+    for r in verdicts:
         for reason, count in r.known_leaks.items():
             known[reason] = known.get(reason, 0) + count
         faults = ", ".join(f"{k} {v}" for k, v in r.injected.items()) or "-"
@@ -296,9 +295,9 @@ def soak(kernel: build.Kernel, request: SoakRequest, run_dir: Path) -> SoakOutco
                        memory_bytes=memory, cpus=request.cpus,
                        numa=vm.numa_pmem_layout(memory, request.cpus),
                        # every mark and timing line of a 100-cycle soak must stay in dmesg
-                       append=[*params, scenario_base.SKIP_KUNIT, "log_buf_len=16M", *request.append],
+                       append=[*params, vm.SKIP_KUNIT, "log_buf_len=16M", *request.append],
                        timeout_s=request.timeout_s, leaks_judged_by_caller=True)
-    result = scenario_base.boot_script(spec, run_dir, request.accel)
+    result = vm.boot_script(spec, run_dir, request.accel)
     records = parse_records((run_dir / SOAK_FILE).read_text())
     inits = parse_inits(result.dmesg.read_text(errors="replace"))
     verdicts = []
@@ -316,7 +315,7 @@ def run(request: SoakRequest, jobs: int | None = None) -> SoakOutcome:
     deps.ensure(deps.GUEST)
     kernel = build.build_variants(["debug"], jobs=jobs)["debug"]
     run_dir = results.new_run_dir("soak")
-    accel = vm.resolve_accel(request.accel, kernel.image, run_dir)
+    accel = vm.resolve_accel(request.accel, kernel.image, run_dir, kernel.variant)
     request = SoakRequest(**{**request.__dict__, "accel": accel})
     outcome = soak(kernel, request, run_dir)
     results.write_json(run_dir, {

@@ -9,7 +9,6 @@ Layout under work/:
 
 from __future__ import annotations
 
-import argparse
 import re
 import shutil
 import subprocess
@@ -227,27 +226,3 @@ def export_series(tree: Path = paths.KERNEL_TREE, patch_dir: Path = paths.PATCHE
     (patch_dir / "series").write_text("".join(p.name + "\n" for p in written))
     _record_applied(tree)
     return written
-
-
-def _cmd_tree(args: argparse.Namespace) -> int:
-    trees = prepare_trees(reset=args.reset)
-    print(f"series tree: {trees.series} ({len(read_series())} patches on {BASE_TAG})")
-    print(f"base tree:   {trees.base}")
-    return 0
-
-
-def _cmd_export(args: argparse.Namespace) -> int:
-    written = export_series()
-    for patch in written:
-        print(f"patches/{patch.name}")
-    print(f"{len(written)} patches exported; patches/series updated")
-    return 0
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("tree", help="unpack linux-source-6.12 and apply patches/ as git commits")
-    p.add_argument("--reset", action="store_true",
-                   help="discard commits or changes in work/linux that were not exported")
-    p.set_defaults(func=_cmd_tree)
-    p = sub.add_parser("export", help="write the commits of work/linux back to patches/")
-    p.set_defaults(func=_cmd_export)

@@ -31,7 +31,8 @@ def parse_size(text: str, minimum: int = 1) -> int:
     if value != value.to_integral_value():
         raise MeminitError(f"size {text!r} is not a whole number of bytes")
     if value < minimum:
-        raise MeminitError(f"size {text!r} is below {format_size(minimum)}")
+        raise MeminitError(f"size {text!r} must be positive" if minimum == 1
+                           else f"size {text!r} is below {format_size(minimum)}")
     return int(value)
 
 

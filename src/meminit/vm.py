@@ -59,6 +59,8 @@ def clock_parameters() -> list[str]:
 # init, console) to ours: beyond this many bytes of ours, later ones could be cut off
 # without a word, as the guest script once cut off kunit.enable=0 and memmap=.
 MAX_APPEND_BYTES = 1024
+# Built-in KUnit suites run at every boot; the test command runs them, other boots need not.
+SKIP_KUNIT = "kunit.enable=0"
 
 ACCEL_CACHE = paths.CACHE / "accel.json"
 TRIAL_TIMEOUT_S = 90
@@ -276,7 +278,7 @@ def _host_key() -> str:
     return f"{os.uname().release} {proc.first_line(['qemu-system-x86_64', '--version']) or '?'}"
 
 
-def detect_accel(image: Path, run_dir: Path) -> str:
+def detect_accel(image: Path, run_dir: Path, kernel: str = "") -> str:
     """'kvm' if a trial guest really boots with KVM here, else 'tcg'; the verdict is cached."""
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         return "tcg"
@@ -289,8 +291,8 @@ def detect_accel(image: Path, run_dir: Path) -> str:
             return str(cached["accel"])
     print("meminit: /dev/kvm exists; booting a trial KVM guest to see whether it really starts",
           file=sys.stderr, flush=True)
-    spec = BootSpec(image=image, name="kvm-trial", script="true", memory_bytes=1 * GIB, cpus=1,
-                    timeout_s=TRIAL_TIMEOUT_S)
+    spec = BootSpec(image=image, name="kvm-trial", script="true", kernel=kernel, memory_bytes=1 * GIB,
+                    cpus=1, timeout_s=TRIAL_TIMEOUT_S)
     try:
         accel = "kvm" if boot(spec, run_dir, "kvm").exit_code == 0 else "tcg"
     except MeminitError as exc:
@@ -301,5 +303,15 @@ def detect_accel(image: Path, run_dir: Path) -> str:
     return accel
 
 
-def resolve_accel(requested: str, image: Path, run_dir: Path) -> str:
-    return detect_accel(image, run_dir) if requested == "auto" else requested
+def resolve_accel(requested: str, image: Path, run_dir: Path, kernel: str = "") -> str:
+    return detect_accel(image, run_dir, kernel) if requested == "auto" else requested
+
+
+def boot_script(spec: BootSpec, run_dir: Path, accel: str, output: Path | None = None) -> BootResult:
+    """Boot and run spec.script; a non-zero exit fails with the script's stderr and where to look."""
+    result = boot(spec, run_dir, accel)
+    if result.exit_code != 0:
+        where = f"output: {output}; " if output else ""
+        raise MeminitError(f"{spec.name}: guest script failed with exit {result.exit_code}:\n"
+                           f"{result.stderr_tail()}\n{where}console: {result.console}")
+    return result

@@ -24,7 +24,7 @@ def _cmd_boot(args: argparse.Namespace) -> int:
     if not kernel.image.exists():
         build.build(kernel)
     run_dir = results.new_run_dir("boot")
-    accel = vm.resolve_accel(args.accel, kernel.image, run_dir)
+    accel = vm.resolve_accel(args.accel, kernel.image, run_dir, kernel.variant)
     spec = vm.BootSpec(image=kernel.image, kernel=kernel.variant, name=args.variant, script=args.command,
                        memory_bytes=args.memory or vm.DEFAULT_MEMORY, cpus=args.cpus, append=args.append)
     result = vm.boot(spec, run_dir, accel)

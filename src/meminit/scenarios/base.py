@@ -14,16 +14,15 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from meminit import build, vm
-from meminit.errors import MeminitError
-
-# Built-in KUnit suites run at every boot; the test command runs them, scenarios need not.
-SKIP_KUNIT = "kunit.enable=0"
-
+from meminit import build, forkbench, vm
+from meminit.units import GIB
 
 @dataclass(frozen=True)
 class RunRequest:
-    """Everything `meminit run` was asked, typed; each scenario reads its own fields."""
+    """Everything `meminit run` was asked, typed; each scenario reads its own fields.
+
+    The defaults here are the command's defaults (commands/run.py reads them from here).
+    """
 
     scenarios: list[str]
     kernels: list[str] = field(default_factory=lambda: ["series", "base"])
@@ -35,22 +34,22 @@ class RunRequest:
     jobs: int | None = None
     # memmap scenarios
     variants: list[str] = field(default_factory=lambda: ["all"])
-    pmem_size: int = 2 << 30
+    pmem_size: int = 2 * GIB
     init_threads: int | None = None
     rebinds: int = 5
     # fork
-    fork_vmas: list[int] = field(default_factory=list)
+    fork_vmas: list[int] = field(default_factory=lambda: list(forkbench.DEFAULT_COUNTS))
     fork_seconds: float = 2.0
     fork_reps: int = 3
     # thp-fault
-    fault_size: int = 1 << 30
+    fault_size: int = 1 * GIB
     fault_reps: int = 3
-    # fault-latency
-    preempt: list[str] = field(default_factory=list)
-    latency_units: list[str] = field(default_factory=list)
+    # fault-latency (a unit of "default" is the kernel's own choice)
+    preempt: list[str] = field(default_factory=lambda: ["none", "voluntary", "full"])
+    latency_units: list[str] = field(default_factory=lambda: ["default", "4K", "2M", "32M"])
     latency_seconds: int = 10
     latency_rounds: int = 2
-    latency_hog: list[str] = field(default_factory=list)
+    latency_hog: list[str] = field(default_factory=lambda: ["off", "on"])
     latency_trace: int = 0
 
 
@@ -63,16 +62,6 @@ class Boot:
     parameters: tuple[str, ...] = ()
     cpus: int | None = None  # None: the request's
     detail: str = ""  # what the scenario needs to tell boots of one kernel apart
-
-
-def boot_script(spec: vm.BootSpec, run_dir: Path, accel: str, output: Path | None = None) -> vm.BootResult:
-    """Boot and run spec.script; a non-zero exit fails with the script's stderr and where to look."""
-    result = vm.boot(spec, run_dir, accel)
-    if result.exit_code != 0:
-        where = f"output: {output}; " if output else ""
-        raise MeminitError(f"{spec.name}: guest script failed with exit {result.exit_code}:\n"
-                           f"{result.stderr_tail()}\n{where}console: {result.console}")
-    return result
 
 
 class Scenario(ABC):
@@ -96,9 +85,6 @@ class Scenario(ABC):
         params = tuple(self.boot_parameters(req))
         return [Boot(kernel=k, name=f"{self.name}-{k}", parameters=params) for k in req.kernels]
 
-    def prepare(self) -> None:
-        """Build what the guest runs (on the host, once per run)."""
-
     @abstractmethod
     def guest_script(self, req: RunRequest, boot: Boot, run_dir: Path) -> str:
         """The bash the guest runs, in the shared run directory."""
@@ -121,7 +107,6 @@ class Scenario(ABC):
 
     def run(self, req: RunRequest, kernels: dict[str, build.Kernel], run_dir: Path, accel: str) -> dict:
         """Boot every planned guest, collect its samples, and return this scenario's entry."""
-        self.prepare()
         samples: dict[Boot, list[dict]] = {}
         for boot in self.boots(req):
             script = run_dir / f"{boot.name}.sh"
@@ -129,8 +114,8 @@ class Scenario(ABC):
             spec = vm.BootSpec(image=kernels[boot.kernel].image, name=boot.name, kernel=boot.kernel,
                                script=f"bash {shlex.quote(str(script))}",
                                memory_bytes=self.guest_memory(req), cpus=boot.cpus or req.cpus,
-                               append=[*boot.parameters, SKIP_KUNIT, *req.append], timeout_s=req.timeout)
-            result = boot_script(spec, run_dir, accel, output=self.output(boot, run_dir))
+                               append=[*boot.parameters, vm.SKIP_KUNIT, *req.append], timeout_s=req.timeout)
+            result = vm.boot_script(spec, run_dir, accel, output=self.output(boot, run_dir))
             samples[boot] = self.collect(req, boot, result, run_dir)
         return {"name": self.name, "kind": self.kind, **self.entry(req, samples)}
 

@@ -15,14 +15,11 @@ class ForkScenario(Scenario):
     help = "forkbench: forks/s with N extra VMAs"
     plot_file = "fork.png"
 
-    def prepare(self) -> None:
-        self.binary = forkbench.build_forkbench()
-
     def output(self, boot: Boot, run_dir: Path) -> Path:
         return run_dir / f"fork-{boot.kernel}.jsonl"
 
     def guest_script(self, req: RunRequest, boot: Boot, run_dir: Path) -> str:
-        command = forkbench.forkbench_command(self.binary, req.fork_vmas, req.fork_seconds, reps=req.fork_reps)
+        command = forkbench.forkbench_command(forkbench.build_forkbench(), req.fork_vmas, req.fork_seconds, reps=req.fork_reps)
         return f"{command} > {shlex.quote(str(self.output(boot, run_dir)))}\n"
 
     def collect(self, req: RunRequest, boot: Boot, result: vm.BootResult, run_dir: Path) -> list[dict]:

@@ -11,6 +11,7 @@ initialised ...` line of dmesg is attributed to a variant (memmap_log).
 
 from __future__ import annotations
 
+import math
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -220,8 +221,9 @@ def plot_memmap(scenarios: list[dict], result: dict, out: Path) -> Path:
         labels = [f"{g['kernel']}/{g['variant']}" for g, _, _, _ in groups]
         xs = range(len(groups))
         for offset, (what, index) in ((-0.2, ("slow", 2)), (0.2, ("base", 3))):
-            speedups = [1 / group[index] if group[index] else 0.0 for group in groups]
-            if any(speedups):
+            # no bar where there is nothing to compare with (base has no slow mode)
+            speedups = [1 / group[index] if group[index] else math.nan for group in groups]
+            if not all(math.isnan(x) for x in speedups):
                 ax_ratio.bar([x + offset for x in xs], speedups, 0.4, label=f"over {what}")
         ax_ratio.axhline(1.0, color="grey", linewidth=0.8)
         ax_ratio.set_xticks(list(xs), labels, rotation=30, ha="right")

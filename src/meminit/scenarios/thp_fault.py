@@ -22,8 +22,6 @@ from meminit.tables import render_table
 
 SCENARIO = "thp-fault"
 KINDS = ("thp-2M", "hugetlb-2M", "hugetlb-1G")
-DEFAULT_FAULT_SIZE = 1 * units.GIB
-DEFAULT_REPS = 3
 # The guest's own memory beside the hugetlb pools and the THP run (page cache, slab, ...).
 GUEST_OWN_MEMORY = 2 * units.GIB
 SYSFS_MM = "/sys/kernel/mm"
@@ -140,14 +138,11 @@ class ThpFaultScenario(Scenario):
     def boot_parameters(self, req: RunRequest) -> list[str]:
         return boot_parameters(req.fault_size)
 
-    def prepare(self) -> None:
-        self.binary = benchbin.build()
-
     def output(self, boot: Boot, run_dir: Path) -> Path:
         return run_dir / f"{boot.name}.txt"
 
     def guest_script(self, req: RunRequest, boot: Boot, run_dir: Path) -> str:
-        return guest_script(self.binary, req.fault_size, req.fault_reps, self.output(boot, run_dir))
+        return guest_script(benchbin.build(), req.fault_size, req.fault_reps, self.output(boot, run_dir))
 
     def collect(self, req: RunRequest, boot: Boot, result: vm.BootResult, run_dir: Path) -> list[dict]:
         out = self.output(boot, run_dir)
