@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import time
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from meminit import forkbench, maple_bench, plotting
+from meminit import cli, forkbench, maple_harness, plotting
 from meminit.errors import MeminitError
 
 
@@ -125,15 +126,15 @@ def test_maple_summary_ratios_are_per_repetition():
         _mc(2, 21, "mt_dup", 3.0, us_mt_dup_only=1.5), _mc(2, 21, "bulk_insert", 9.0),
         _mc(2, 21, "store_each", 9.0),
     ])
-    rows = maple_bench.parse_maple_dup(out)
-    (s,) = maple_bench.summarize_maple(rows)
+    rows = maple_harness.parse_maple_dup(out)
+    (s,) = maple_harness.summarize_maple(rows)
     assert s["mt_dup"]["us_median"] == 3.0
     assert s["mt_dup"]["us_mt_dup_only_median"] == 1.5
     # per-rep ratios 2.0, 1.5, 3.0 -> median 2.0 (the ratio of medians would be 2.0 too,
     # but min/max must come from single repetitions)
     assert s["ratio_bulk_insert"] == {"median": 2.0, "min": 1.5, "max": 3.0, "reps": 3}
     assert s["ratio_store_each"]["median"] == 3.0
-    table = maple_bench.maple_table(rows)
+    table = maple_harness.maple_table(rows)
     assert "2.00× (1.50–3.00)" in table
     assert "3.00× (3.00–4.00)" in table
 
@@ -141,13 +142,13 @@ def test_maple_summary_ratios_are_per_repetition():
 def test_parse_maple_dup_fails_on_error_or_unverified():
     err = '{"error": "copy has a different range", "n": 221, "method": "mt_dup"}'
     with pytest.raises(MeminitError, match="different range"):
-        maple_bench.parse_maple_dup(_mc(0, 21, "mt_dup", 1.0) + "\n" + err)
+        maple_harness.parse_maple_dup(_mc(0, 21, "mt_dup", 1.0) + "\n" + err)
     row = json.loads(_mc(0, 21, "mt_dup", 1.0))
     row["verified"] = False
     with pytest.raises(MeminitError):
-        maple_bench.parse_maple_dup(json.dumps(row))
+        maple_harness.parse_maple_dup(json.dumps(row))
     with pytest.raises(MeminitError, match="no result line"):
-        maple_bench.parse_maple_dup("maple_tree: 1 of 1 tests passed\n")
+        maple_harness.parse_maple_dup("maple_tree: 1 of 1 tests passed\n")
 
 
 def test_harness_bench_params_reads_the_source(tmp_path):
@@ -157,7 +158,7 @@ def test_harness_bench_params_reads_the_source(tmp_path):
         "static int nr_entries = 7;\n"
         "static noinline void __init bench_forking(void)\n{\n"
         "\tint i, nr_entries = 134, nr_fork = 80000, ret;\n}\n")
-    assert maple_bench.harness_bench_params(tmp_path) == {"entries": 135, "dups": 80000}
+    assert maple_harness.harness_bench_params(tmp_path) == {"entries": 135, "dups": 80000}
 
 
 # ---------------------------------------------------------------- forkbench for real
@@ -218,3 +219,31 @@ def test_forkbench_fails_loudly_past_max_map_count():
     assert proc.returncode != 0
     with pytest.raises(MeminitError, match="max_map_count"):
         forkbench.parse_forkbench(proc.stdout)
+
+
+def test_maple_bench_command_runs_both_benchmarks_and_writes_its_results(tmp_path, monkeypatch, capsys):
+    """The command's glue, with stand-ins for the two built programs."""
+    src = tmp_path / "maple-src"
+    (src / "lib").mkdir(parents=True)
+    (src / "lib" / "test_maple_tree.c").write_text(
+        "static noinline void __init bench_forking(void)\n{\n\tint i, nr_entries = 134, nr_fork = 80000;\n}\n")
+    (src / maple_harness.EXPORT_STAMP).write_text("git:0123abc\npaths\n")
+    harness = tmp_path / "maple"
+    harness.write_text("#!/bin/sh\necho 'maple_tree: 5 of 5 tests passed'\n")
+    ours = tmp_path / "maple_dup_vs_insert"
+    rows = [_mc(rep, n, m, us) for rep in range(2) for n in (21, 221)
+            for m, us in (("mt_dup", 1.0), ("bulk_insert", 3.0), ("store_each", 4.0))]
+    ours.write_text("#!/bin/sh\ncat <<'END'\n" + "\n".join(rows) + "\nEND\n")
+    for binary in (harness, ours):
+        binary.chmod(0o755)
+    monkeypatch.setattr(maple_harness, "MAPLE_SRC", src)
+    monkeypatch.setattr(maple_harness, "build_maple", lambda: (harness, ours))
+    out = tmp_path / "out"
+    args = cli.make_parser().parse_args(["maple-bench", "--counts", "21,221", "--reps", "2",
+                                         "--fork-seconds", "0", "--out", str(out)])
+    assert args.func(args) == 0
+    result = json.loads((out / "result.json").read_text())
+    assert result["source"] == "git:0123abc" and result["harness_bench_fork"]["dups"] == 80000
+    assert [(s["n"], s["ratio_bulk_insert"]["median"]) for s in result["maple_copy"]["summary"]] == [(21, 3.0), (221, 3.0)]
+    assert re.fullmatch(r"\d{8}T\d{6}Z", result["timestamp"]) and (out / "maple.png").exists()
+    assert "3.00× (3.00–3.00)" in capsys.readouterr().out
