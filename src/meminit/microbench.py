@@ -242,8 +242,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "microbench",
         help="replay memmap-init and huge-page clearing write patterns on this CPU (bench/)",
         description="Build bench/ and measure record-fill and clearing strategies on the real CPU. "
-                    "Defaults take about 3-4 minutes on this busy 2-vCPU machine; --quick is a <30 s smoke run.")
-    p.add_argument("--quick", action="store_true", help="small sizes, 3 repetitions (<30 s smoke run)")
+                    "Defaults take 3-4 minutes on a 2-vCPU VM with a 32 MiB L3; --quick is a smoke run "
+                    "(20 s there, 2 minutes where a 480 MiB L3 makes every cold sample evict 1.4 GiB).")
+    p.add_argument("--quick", action="store_true", help="small sizes, 3 repetitions (a smoke run)")
     p.add_argument("--auto-sweep", dest="auto_sweep", action="store_true",
                    help="issue 14's sweep: slow, template, movntdq and the learning auto on the kernel's "
                         "chunks, 1 and 2 threads, every size/layout/dest, no clears or faults (about "
