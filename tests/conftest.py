@@ -34,3 +34,14 @@ def git_repo(path: Path) -> Path:
     subprocess.run(["git", "-C", str(path), *ident, "commit", "-q", "-m", "base"], check=True)
     subprocess.run(["git", "-C", str(path), "tag", "base"], check=True)
     return path
+
+
+@pytest.fixture
+def drawn_figures(monkeypatch) -> list:
+    """Every matplotlib figure plotting.save() writes during the test, still readable."""
+    from meminit import plotting
+
+    figures: list = []
+    real_save = plotting.save
+    monkeypatch.setattr(plotting, "save", lambda fig, out, **kw: figures.append(fig) or real_save(fig, out, **kw))
+    return figures

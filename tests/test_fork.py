@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from meminit import cli, forkbench, maple_harness, plotting
+from meminit import cli, forkbench, maple_harness
 from meminit.errors import MeminitError
 
 
@@ -88,16 +88,13 @@ def test_fork_table_medians_spread_and_ratios():
     assert "0.010×" in row51221 and "0.020×" in row51221
 
 
-def test_plot_forks_draws_the_median_rate_and_the_cost_of_vmas(tmp_path, monkeypatch):
-    figures = []
-    real_save = plotting.save
-    monkeypatch.setattr(plotting, "save", lambda fig, out, **kw: figures.append(fig) or real_save(fig, out, **kw))
+def test_plot_forks_draws_the_median_rate_and_the_cost_of_vmas(tmp_path, drawn_figures):
     rows = forkbench.parse_forkbench("\n".join([_fb(0, 21, 1000.0), _fb(0, 221, 600.0),
                                            _fb(1, 21, 900.0), _fb(1, 221, 500.0)]))
     out = tmp_path / "fork.png"
     forkbench.plot_forks({"base": rows, "series": rows[:2]}, out, title="test")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    (fig,) = figures
+    (fig,) = drawn_figures
     rate, cost = fig.axes[:2]
     assert [c.lines[0].get_ydata().tolist() for c in rate.containers] == [[950.0, 550.0], [1000.0, 600.0]]
     assert [line.get_ydata().tolist() for line in cost.get_lines()] == [[1.0, 550 / 950], [1.0, 0.6]]

@@ -159,30 +159,41 @@ def test_configure_starts_from_tinyconfig_only_when_the_fragments_change(tmp_pat
 # ------------------------------------------------- run -> result.json -> report
 
 
-@pytest.fixture
-def recorded_run(tmp_path, monkeypatch):
-    """`meminit run` of fsdax-mapdev on the series kernel, its guest replayed from tests/data."""
-    kernel = build.Kernel("series", tmp_path / "src", tmp_path / "build" / "series")
-    kernel.image.parent.mkdir(parents=True)
-    kernel.image.write_bytes(b"")
-    (kernel.out / "include/config").mkdir(parents=True)
-    (kernel.out / "include/config/kernel.release").write_text("6.12.0-meminit-series\n")
+def offline_run(tmp_path: Path, monkeypatch, variants: list[str], guest) -> list[vm.BootSpec]:
+    """`meminit run` with nothing built, installed or booted: built kernels stand in, each
+    boot is guest(spec, run_dir, accel), and the run directory is tmp_path/run. Returns the
+    boots, in order, as they happen."""
+    kernels = {}
+    for variant in variants:
+        kernel = build.Kernel(variant, tmp_path / "src", tmp_path / "build" / variant)
+        kernel.image.parent.mkdir(parents=True)
+        kernel.image.write_bytes(b"")
+        (kernel.out / "include/config").mkdir(parents=True)
+        (kernel.out / "include/config/kernel.release").write_text(f"6.12.0-meminit-{variant}\n")
+        kernels[variant] = kernel
     booted: list[vm.BootSpec] = []
-
-    def replay(spec: vm.BootSpec, run_dir: Path, accel: str) -> vm.BootResult:
-        booted.append(spec)
-        dmesg = run_dir / f"{spec.name}.dmesg.log"
-        shutil.copy(DATA / "run-fsdax" / f"{spec.name}.dmesg.log", dmesg)
-        shutil.copy(DATA / "run-fsdax" / "hashes.txt", run_dir / "hashes.txt")
-        return vm.BootResult(console=run_dir / "console.log", dmesg=dmesg, exit_code=0, seconds=1.0)
-
     monkeypatch.setattr(deps, "ensure", lambda packages: None)
-    monkeypatch.setattr(build, "build_variants", lambda names, jobs=None: {"series": kernel})
-    monkeypatch.setattr(vm, "boot", replay)
+    monkeypatch.setattr(build, "build_variants", lambda names, jobs=None: {n: kernels[n] for n in names})
+    monkeypatch.setattr(vm, "boot", lambda spec, run_dir, accel: booted.append(spec) or guest(spec, run_dir, accel))
     monkeypatch.setattr(results, "new_run_dir", lambda kind: results.find_run(tmp_path) / "run")
     (tmp_path / "run").mkdir()
     monkeypatch.setattr(source, "source_version", lambda: "6.12.0-test")
     monkeypatch.setattr(source, "series_commit", lambda: "0123456789abcdef")
+    return booted
+
+
+def replay_fsdax(spec: vm.BootSpec, run_dir: Path, accel: str) -> vm.BootResult:
+    """The recorded series guest of tests/data/run-fsdax."""
+    dmesg = run_dir / f"{spec.name}.dmesg.log"
+    shutil.copy(DATA / "run-fsdax" / f"{spec.name}.dmesg.log", dmesg)
+    shutil.copy(DATA / "run-fsdax" / "hashes.txt", run_dir / "hashes.txt")
+    return vm.BootResult(console=run_dir / "console.log", dmesg=dmesg, exit_code=0, seconds=1.0)
+
+
+@pytest.fixture
+def recorded_run(tmp_path, monkeypatch):
+    """`meminit run` of fsdax-mapdev on the series kernel, its guest replayed from tests/data."""
+    booted = offline_run(tmp_path, monkeypatch, ["series"], replay_fsdax)
     req = base.RunRequest(scenarios=["fsdax-mapdev"], kernels=["series"], accel="tcg", rebinds=2)
     return run_command.run(req), booted
 
@@ -263,20 +274,7 @@ def fake_guest(spec: vm.BootSpec, run_dir: Path, accel: str) -> vm.BootResult:
 
 
 def test_every_scenario_runs_on_two_kernels_and_report_renders_it_again(tmp_path, monkeypatch, capsys):
-    kernels = {}
-    for variant in ("series", "base"):
-        kernel = build.Kernel(variant, tmp_path / "src", tmp_path / "build" / variant)
-        (kernel.out / "include/config").mkdir(parents=True)
-        (kernel.out / "include/config/kernel.release").write_text(f"6.12.0-{variant}\n")
-        kernels[variant] = kernel
-    booted: list[vm.BootSpec] = []
-    monkeypatch.setattr(deps, "ensure", lambda packages: None)
-    monkeypatch.setattr(build, "build_variants", lambda names, jobs=None: {n: kernels[n] for n in names})
-    monkeypatch.setattr(vm, "boot", lambda spec, run_dir, accel: booted.append(spec) or fake_guest(spec, run_dir, accel))
-    monkeypatch.setattr(results, "new_run_dir", lambda kind: results.find_run(tmp_path) / "run")
-    (tmp_path / "run").mkdir()
-    monkeypatch.setattr(source, "source_version", lambda: "6.12.0-test")
-    monkeypatch.setattr(source, "series_commit", lambda: "0123456789abcdef")
+    booted = offline_run(tmp_path, monkeypatch, ["series", "base"], fake_guest)
     monkeypatch.setattr(forkbench, "build_forkbench", lambda: Path("/bin/forkbench"))
     monkeypatch.setattr(benchbin, "build", lambda: Path("/bin/meminit-bench"))
     args = cli.make_parser().parse_args([

@@ -1,6 +1,6 @@
 import math
 
-from meminit import plotting, results, scenarios, stats
+from meminit import results, scenarios, stats
 from meminit.scenarios import memmap
 
 RESULT = {
@@ -27,13 +27,10 @@ def test_memmap_table_has_ratios_to_slow_and_base_and_tcg_label():
     assert results.TCG_LABEL in text
 
 
-def test_plot_shows_time_per_rebind_and_speedups_higher_is_better(tmp_path, monkeypatch):
-    figures = []
-    real_save = plotting.save
-    monkeypatch.setattr(plotting, "save", lambda fig, out, **kw: figures.append(fig) or real_save(fig, out, **kw))
+def test_plot_shows_time_per_rebind_and_speedups_higher_is_better(tmp_path, drawn_figures):
     png = memmap.plot_memmap(RESULT["scenarios"], RESULT, tmp_path / "plot.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
-    (fig,) = figures
+    (fig,) = drawn_figures
     per_rebind, speedup = fig.axes[:2]
     assert [line.get_ydata().tolist() for line in per_rebind.get_lines()] == [[10.0, 12.0], [5.0, 6.0], [8.0, 12.0]]
     assert "higher is better" in speedup.get_ylabel()

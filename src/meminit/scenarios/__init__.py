@@ -55,5 +55,8 @@ def render(result: dict) -> str:
 
 def plot(result: dict, run_dir: Path) -> list[Path]:
     """One figure per kind of scenario in the run, named by the scenario (plot.png for memmap)."""
-    return [_renderer(kind).plot(entries, result, run_dir / _renderer(kind).plot_file)
-            for kind, entries in _by_kind(result).items()]
+    plotted = []
+    for kind, entries in _by_kind(result).items():
+        scenario = _renderer(kind)
+        plotted.append(scenario.plot(entries, result, run_dir / scenario.plot_file))
+    return plotted
