@@ -236,7 +236,7 @@ def test_microbench_measures_nothing_when_verify_fails(monkeypatch, tmp_path):
     failed = subprocess.CompletedProcess([], 1, stdout="ok fill slow\nFAIL fill template o0: record 7 differs\n",
                                          stderr="verify failed: 1 failure(s)\n")
     monkeypatch.setattr(microbench, "verify", lambda size: failed)
-    monkeypatch.setattr(microbench.subprocess, "Popen", lambda *a, **k: pytest.fail("measured after a failed verify"))
+    monkeypatch.setattr(microbench.proc, "stream", lambda *a, **k: pytest.fail("measured after a failed verify"))
     args = cli.make_parser().parse_args(["microbench", "--quick", "--out", str(tmp_path / "out")])
     with pytest.raises(MeminitError, match="nothing measured(.|\n)*record 7 differs"):
         microbench.run(args)

@@ -1,5 +1,6 @@
 """The harness's shape (issue 16): imports run one way, down through four layers; none is
-dodged inside a function; no module grows past MAX_LINES."""
+dodged inside a function; no module grows past MAX_LINES; tools run through proc; no local
+name hides an imported module."""
 
 import ast
 import sys
@@ -22,6 +23,8 @@ LAYERS = {
                  "commands.report", "microbench", "bench_results", "maple_bench", "configs", "soak",
                  "selftests", "testing"},
 }
+# proc runs every tool; vm.boot alone drives its child itself (the guest's timeout, the console copy)
+SUBPROCESS_USERS = {"proc", "vm"}
 RANK = {module: rank for rank, modules in enumerate(LAYERS.values()) for module in modules}
 
 
@@ -121,6 +124,39 @@ def test_no_module_is_oversized():
     assert {n: lines for n, lines in big.items() if lines > MAX_LINES} == {}
 
 
+def test_tools_run_through_proc():
+    direct = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id == "subprocess" and node.attr in ("run", "Popen", "call", "check_call",
+                                                                         "check_output", "getoutput")
+                    and name not in SUBPROCESS_USERS):
+                direct.append(f"{name}:{node.lineno} subprocess.{node.attr}")
+    assert direct == []
+
+
+def bound_names(function: ast.AST) -> set[str]:
+    """Names a function binds: its arguments, assignments, loop and with targets."""
+    names = {a.arg for a in ast.walk(function) if isinstance(a, ast.arg)}
+    names |= {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return names
+
+
+def test_no_local_hides_an_imported_module():
+    """`proc = verify(...)` in a function that also calls proc.stream() breaks the call."""
+    hidden = []
+    for name, path in modules().items():
+        tree = ast.parse(path.read_text())
+        imported = {alias.asname or alias.name for node in tree.body if isinstance(node, ast.ImportFrom)
+                    and (node.level or (node.module or "").split(".")[0] == "meminit")
+                    for alias in node.names if alias.name in {m.split(".")[-1] for m in RANK}}
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                hidden += [f"{name}.{fn.name}: {n}" for n in sorted(bound_names(fn) & imported)]
+    assert hidden == []
+
+
 def test_the_checks_can_fail(tmp_path, monkeypatch):
     """Each check above catches its fault in a fake package: a library importing a command
     (relatively), a circle, an import hidden in a function, an unknown module, a big one."""
@@ -140,7 +176,10 @@ def test_the_checks_can_fail(tmp_path, monkeypatch):
             check()
     with pytest.raises(pytest.fail.Exception):
         test_no_import_circle()
-    (fake / "newthing.py").write_text("x = 1\n" * (MAX_LINES + 1))
-    for check in (test_every_module_has_a_layer, test_no_module_is_oversized):
+    (fake / "newthing.py").write_text("import subprocess\nfrom meminit import proc\n\n\n"
+                                      "def f():\n    proc = subprocess.run(['true'])\n"
+                                      + "x = 1\n" * MAX_LINES)
+    for check in (test_every_module_has_a_layer, test_no_module_is_oversized, test_tools_run_through_proc,
+                  test_no_local_hides_an_imported_module):
         with pytest.raises(AssertionError):
             check()

@@ -28,7 +28,7 @@ def build() -> Path:
 
 def verify(size: str = "4M", bug: str | None = None) -> subprocess.CompletedProcess:
     cmd = [str(build()), "verify", "--size", size] + (["--bug", bug] if bug else [])
-    return subprocess.run(cmd, capture_output=True, text=True)
+    return proc.run(cmd, check=False)
 
 
 def parse_line(line: str) -> tuple[str, dict] | None:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import deps, kconfig, paths, source
+from meminit import deps, kconfig, paths, proc, source
 from meminit.errors import MeminitError
 
 # base: pristine 6.12; series: with patches/ (what `run` measures); debug: the series
@@ -59,19 +58,18 @@ def run_make(kernel: Kernel, cmd: list[str], log: Path, what: str) -> float:
     start = time.monotonic()
     compiled = 0
     last_report = start
-    with log.open("w") as out, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                                text=True, env=env) as proc:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            out.write(line)
-            if line.startswith("  CC ") or line.startswith("  AS "):
-                compiled += 1
-            now = time.monotonic()
-            if now - last_report >= PROGRESS_EVERY_S:
-                print(f"meminit: {what}: {compiled} files compiled, {now - start:.0f}s",
-                      file=sys.stderr, flush=True)
-                last_report = now
-        rc = proc.wait()
+
+    def progress(line: str) -> None:
+        nonlocal compiled, last_report
+        if line.startswith("  CC ") or line.startswith("  AS "):
+            compiled += 1
+        now = time.monotonic()
+        if now - last_report >= PROGRESS_EVERY_S:
+            print(f"meminit: {what}: {compiled} files compiled, {now - start:.0f}s",
+                  file=sys.stderr, flush=True)
+            last_report = now
+
+    rc = proc.stream(cmd, what, log=log, on_line=progress, env=env)
     elapsed = time.monotonic() - start
     if rc != 0:
         tail = "".join(log.read_text().splitlines(keepends=True)[-25:])

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
-from meminit import build, deps, kconfig, source
+from meminit import build, deps, kconfig, proc, source
 from meminit.errors import MeminitError
 
 CHECK_VARIANT = "debug"
@@ -69,12 +68,12 @@ def checkpatch(tree: Path, patches: list[Path]) -> list[str]:
     env = dict(os.environ, PATH=f"/usr/bin{os.pathsep}{os.environ.get('PATH', '')}")
     failures = []
     for patch in patches:
-        proc = subprocess.run(["perl", "scripts/checkpatch.pl", "--strict", str(patch)],
-                              cwd=tree, capture_output=True, text=True, env=env)
-        status = "clean" if proc.returncode == 0 else "NOT clean"
+        report = proc.run(["perl", "scripts/checkpatch.pl", "--strict", str(patch)],
+                          cwd=tree, env=env, check=False)
+        status = "clean" if report.returncode == 0 else "NOT clean"
         print(f"meminit: checkpatch --strict {patch.name}: {status}", file=sys.stderr, flush=True)
-        if proc.returncode != 0:
-            failures.append(f"{patch.name}:\n{proc.stdout.strip()}")
+        if report.returncode != 0:
+            failures.append(f"{patch.name}:\n{report.stdout.strip()}")
     return failures
 
 

@@ -22,14 +22,13 @@ from __future__ import annotations
 import argparse
 import lzma
 import os
-import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from meminit import build, checks, deps, kconfig, ktap, paths, source, tables
+from meminit import build, checks, deps, kconfig, ktap, paths, proc, source, tables
 from meminit.errors import MeminitError
 
 PROGRESS_EVERY_S = 30.0
@@ -276,13 +275,7 @@ def run_target(target: KunitTarget, tree: Path, jobs: int) -> ktap.KunitReport:
     ticker = threading.Thread(target=progress, daemon=True)
     ticker.start()
     try:
-        with log.open("w") as out, subprocess.Popen(cmd, cwd=tree, env=env, text=True,
-                                                    stdout=subprocess.PIPE,
-                                                    stderr=subprocess.STDOUT) as proc:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                out.write(line)
-            rc = proc.wait()
+        rc = proc.stream(cmd, f"kunit.py run --arch={target.arch}", log=log, cwd=tree, env=env)
     finally:
         done.set()
     text = log.read_text(errors="replace")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 
+from meminit import proc
 from meminit.errors import MeminitError
 
 # Debian package -> a file it installs, to test for presence without dpkg races.
@@ -57,21 +57,16 @@ def ensure(packages: dict[str, str]) -> None:
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     if not _updated:
         print("meminit: apt-get update", file=sys.stderr, flush=True)
-        subprocess.run(["apt-get", "update", "-q"], env=env, check=False, stdout=subprocess.DEVNULL)
+        proc.run(["apt-get", "update", "-q"], env=env, check=False)
         _updated = True
     for name in todo:
         print(f"meminit: apt-get install {name}", file=sys.stderr, flush=True)
-        proc = subprocess.run(
-            ["apt-get", "install", "-y", "-q", "--no-install-recommends", name],
-            env=env, capture_output=True, text=True,
-        )
-        if proc.returncode != 0:
-            tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-            raise MeminitError(f"apt-get install {name} failed:\n{tail}")
+        proc.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", name],
+                 f"apt-get install {name}", env=env)
 
 
 def package_version(name: str) -> str:
-    proc = subprocess.run(["dpkg-query", "-W", "-f=${Version}", name], capture_output=True, text=True)
-    if proc.returncode != 0 or not proc.stdout:
+    query = proc.run(["dpkg-query", "-W", "-f=${Version}", name], check=False)
+    if query.returncode != 0 or not query.stdout:
         raise MeminitError(f"package {name} is not installed")
-    return proc.stdout
+    return query.stdout

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from meminit import proc
 from meminit.errors import MeminitError
 
 
@@ -48,13 +48,12 @@ def parse(log_text: str, kernel_src: Path) -> KunitReport:
         log = Path(tmp) / "boot.log"
         js = Path(tmp) / "kunit.json"
         log.write_text(log_text)
-        proc = subprocess.run([sys.executable, str(tool), "parse", f"--json={js}", str(log)],
-                              capture_output=True, text=True)
-        summary = proc.stdout.strip()
+        parsed = proc.run([sys.executable, str(tool), "parse", f"--json={js}", str(log)], check=False)
+        summary = parsed.stdout.strip()
         if not js.exists():
-            raise MeminitError(f"kunit.py parse produced no JSON:\n{proc.stderr.strip()}")
+            raise MeminitError(f"kunit.py parse produced no JSON:\n{parsed.stderr.strip()}")
         data = json.loads(js.read_text())
     cases: list[KunitCase] = []
     _walk(data, data.get("name", "?"), cases)
-    ok = proc.returncode == 0 and all(c.status in ("PASS", "SKIP") for c in cases)
+    ok = parsed.returncode == 0 and all(c.status in ("PASS", "SKIP") for c in cases)
     return KunitReport(ok=ok, cases=cases, summary=summary)

@@ -9,12 +9,11 @@ import argparse
 import os
 import platform
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from meminit import forkbench, hostinfo, maple_harness, results
+from meminit import forkbench, hostinfo, maple_harness, proc, results
 from meminit.errors import MeminitError
 from meminit.stats import median_range
 from meminit.tables import fixed_point
@@ -62,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     cmd = [str(ours), "-n", ",".join(map(str, counts)), "-r", str(args.reps),
            "-t", f"{args.min_seconds:g}", "-g", str(args.gap_pages)]
     print(f"meminit: {shlex.join(cmd)}", file=sys.stderr, flush=True)
-    copies = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    copies = proc.run(cmd, timeout=3600, check=False)
     try:
         rows = maple_harness.parse_maple_dup(copies.stdout)
     except MeminitError as exc:
@@ -79,8 +78,7 @@ def run(args: argparse.Namespace) -> int:
         binary = forkbench.build_forkbench()
         fcmd = forkbench.forkbench_command(binary, counts, args.fork_seconds, args.reps)
         print(f"meminit: {fcmd}", file=sys.stderr, flush=True)
-        fproc = subprocess.run(shlex.split(fcmd), capture_output=True, text=True,
-                               timeout=3600)
+        fproc = proc.run(shlex.split(fcmd), timeout=3600, check=False)
         frows = forkbench.parse_forkbench(fproc.stdout)
         if fproc.returncode != 0:
             raise MeminitError(f"forkbench exited {fproc.returncode}")

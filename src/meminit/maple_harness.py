@@ -13,7 +13,6 @@ import platform
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import sysconfig
 import time
@@ -79,14 +78,11 @@ def export_maple_source() -> Path:
     print(f"meminit: exporting the 6.12 source ({origin}) to {MAPLE_SRC}", file=sys.stderr,
           flush=True)
     if rev:
-        archive = subprocess.Popen(["git", "-C", str(paths.KERNEL_TREE), "archive", rev,
-                                    *EXPORT_PATHS], stdout=subprocess.PIPE)
-        untar = subprocess.run(["tar", "-x", "-C", str(MAPLE_SRC)], stdin=archive.stdout,
-                               capture_output=True, text=True)
-        archive.stdout.close()
-        if archive.wait() != 0 or untar.returncode != 0:
-            raise MeminitError(f"git archive of {paths.KERNEL_TREE} into {MAPLE_SRC} failed: "
-                               f"{untar.stderr.strip()}")
+        archive = MAPLE_SRC / "export.tar"
+        proc.run(["git", "-C", str(paths.KERNEL_TREE), "archive", f"--output={archive}", rev,
+                  *EXPORT_PATHS], f"git archive of {paths.KERNEL_TREE}")
+        proc.run(["tar", "-xf", str(archive), "-C", str(MAPLE_SRC)], f"unpacking {archive}")
+        archive.unlink()
     else:
         proc.run(["tar", "-xJf", str(TARBALL), "-C", str(MAPLE_SRC), "--strip-components=1",
               *(f"{TARBALL_TOP}/{p}" for p in EXPORT_PATHS)],

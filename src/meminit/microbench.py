@@ -17,12 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from meminit import results
+from meminit import proc, results
 from meminit.bench_render import plot, render_report
 from meminit.bench_stats import (STREAMING, add_clear_612, add_ratios, auto_rows, crossover, machine_limit,
                                  summarize, thread_scaling)
@@ -127,19 +126,19 @@ def tag_section(out: Output, section: str) -> Output:
 
 def run(args: argparse.Namespace) -> int:
     if args.verify:
-        proc = verify(args.verify_size)
-        sys.stdout.write(proc.stdout)
-        sys.stderr.write(proc.stderr)
-        if proc.returncode != 0:
+        checked = verify(args.verify_size)
+        sys.stdout.write(checked.stdout)
+        sys.stderr.write(checked.stderr)
+        if checked.returncode != 0:
             raise MeminitError("verify failed: a strategy does not reproduce the slow path (see FAIL lines)")
         return 0
     # a strategy that writes the wrong struct pages has no speed worth printing
     print("meminit: verifying every strategy against the slow path first", file=sys.stderr, flush=True)
-    proc = verify(args.verify_size)
-    if proc.returncode != 0:
-        failures = [line for line in proc.stdout.splitlines() if not line.startswith("ok ")]
+    checked = verify(args.verify_size)
+    if checked.returncode != 0:
+        failures = [line for line in checked.stdout.splitlines() if not line.startswith("ok ")]
         raise MeminitError("verify failed, nothing measured: a strategy does not reproduce the slow path:\n"
-                           + "\n".join(failures[-15:] + proc.stderr.strip().splitlines()[-5:]))
+                           + "\n".join(failures[-15:] + checked.stderr.strip().splitlines()[-5:]))
     opts = option_values(args)
     if int(opts["reps"]) < 1:
         raise MeminitError("--reps must be at least 1")
@@ -170,19 +169,10 @@ def run(args: argparse.Namespace) -> int:
         for name, cmd in cmds:
             lines: list[str] = []
             sections.append((name, cmd, lines))
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
-                                    preexec_fn=lambda: own_session(args.nice))
-            assert proc.stdout is not None
-            try:
-                for line in proc.stdout:
-                    lines.append(line)
-                rc = proc.wait()
-            except BaseException:
-                # the child runs in its own session, so Ctrl-C does not reach it:
-                # stop it before the hugetlb pool is restored
-                proc.kill()
-                proc.wait()
-                raise
+            # the child runs in its own session, away from Ctrl-C: stream() stops it
+            # on the interrupt, before the hugetlb pool is restored
+            rc = proc.stream(cmd, on_line=lines.append, merge_stderr=False,
+                             preexec=lambda: own_session(args.nice))
             if rc != 0:
                 break
     elapsed = time.monotonic() - started

@@ -1,9 +1,16 @@
-"""Running a tool: one place that turns a failed or missing command into a MeminitError."""
+"""Running a tool: one place that turns a failed or missing command into a MeminitError.
+
+run() captures a tool's output, stream() hands it over line by line (to a log, a
+progress counter, a parser) as it comes, interactive() leaves the terminal to it.
+Only vm.boot drives its own child, for the guest's timeout and console copy.
+"""
 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from meminit.errors import MeminitError
 
@@ -34,6 +41,53 @@ def run(cmd: list[str], what: str | None = None, *, cwd: Path | None = None,
     if check and proc.returncode != 0:
         raise MeminitError(f"{what} failed (exit {proc.returncode}):\n{tail(proc.stdout + proc.stderr)}")
     return proc
+
+
+def stream(cmd: list[str], what: str | None = None, *, log: Path | None = None,
+           on_line: Callable[[str], None] | None = None, cwd: Path | None = None,
+           env: dict[str, str] | None = None, merge_stderr: bool = True,
+           preexec: Callable[[], None] | None = None) -> int:
+    """Run cmd, writing each output line to `log` and passing it to `on_line`; its exit code.
+
+    stderr joins stdout unless merge_stderr is False (then it goes to our stderr). On any
+    exception, Ctrl-C included, the child is killed before it propagates: a child in its
+    own session (preexec) would not see the Ctrl-C, and callers restore state after us.
+    """
+    what = what or " ".join(cmd[:4])
+    out: IO[str] | None = log.open("w") if log else None
+    try:
+        child = subprocess.Popen(cmd, cwd=cwd, env=env, text=True, errors="replace",
+                                 stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT if merge_stderr else None,
+                                 preexec_fn=preexec)
+    except FileNotFoundError as exc:
+        if out:
+            out.close()
+        raise MeminitError(f"{what}: {exc}") from exc
+    assert child.stdout is not None
+    try:
+        for line in child.stdout:
+            if out:
+                out.write(line)
+            if on_line:
+                on_line(line)
+        return child.wait()
+    except BaseException:
+        child.kill()
+        child.wait()
+        raise
+    finally:
+        child.stdout.close()
+        if out:
+            out.close()
+
+
+def interactive(cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None) -> int:
+    """Run cmd on our terminal (its output is for the user as it comes); its exit code."""
+    try:
+        return subprocess.run(cmd, cwd=cwd, env=env).returncode
+    except FileNotFoundError as exc:
+        raise MeminitError(f"{cmd[0]}: {exc}") from exc
 
 
 def first_line(cmd: list[str]) -> str:

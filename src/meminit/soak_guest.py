@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import memmap_log
+from meminit import memmap_log, proc
 from meminit.errors import MeminitError
 from meminit.scenarios import memmap as memmap_scenarios
 
@@ -64,9 +63,7 @@ class FaultRange:
 
 def fault_range(vmlinux: Path) -> FaultRange:
     """Where memmap_init_zone_device() lies in `vmlinux`, for the fault filter."""
-    nm = subprocess.run(["nm", "-S", "--defined-only", str(vmlinux)], capture_output=True, text=True)
-    if nm.returncode != 0:
-        raise MeminitError(f"nm {vmlinux} failed: {nm.stderr.strip()}")
+    nm = proc.run(["nm", "-S", "--defined-only", str(vmlinux)])
     symbols = {}
     for line in nm.stdout.splitlines():
         fields = line.split()

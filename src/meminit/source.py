@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import sys
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import deps, paths
+from meminit import deps, paths, proc
 from meminit.errors import MeminitError
 
 SOURCE_PACKAGE = "linux-source-6.12"
@@ -33,14 +32,12 @@ class Trees:
     base: Path
 
 
-def git(tree: Path, *args: str, check: bool = True, capture: bool = True) -> str:
-    proc = subprocess.run(
-        ["git", "-C", str(tree), *GIT_IDENTITY, *args],
-        capture_output=capture, text=True,
-    )
-    if check and proc.returncode != 0:
-        raise MeminitError(f"git {' '.join(args)} failed in {tree}:\n{proc.stderr.strip()}")
-    return proc.stdout if capture else ""
+def git(tree: Path, *args: str, check: bool = True) -> str:
+    """git in `tree`; its stdout."""
+    done = proc.run(["git", "-C", str(tree), *GIT_IDENTITY, *args], check=False)
+    if check and done.returncode != 0:
+        raise MeminitError(f"git {' '.join(args)} failed in {tree}:\n{done.stderr.strip()}")
+    return done.stdout
 
 
 def read_series(patch_dir: Path = paths.PATCHES) -> list[Path]:
@@ -114,16 +111,15 @@ def _tree_has_own_work(tree: Path) -> str | None:
 
 def patch_ids(tree: Path, rev_range: str) -> list[str]:
     diff = git(tree, "log", "--reverse", "-p", "--format=commit %H", rev_range)
-    proc = subprocess.run(["git", "patch-id", "--stable"], input=diff, capture_output=True, text=True)
-    return [line.split()[0] for line in proc.stdout.splitlines()]
+    ids = proc.run(["git", "patch-id", "--stable"], input=diff).stdout
+    return [line.split()[0] for line in ids.splitlines()]
 
 
 def file_patch_ids(patches: list[Path]) -> list[str]:
     ids = []
     for patch in patches:
-        proc = subprocess.run(["git", "patch-id", "--stable"], input=patch.read_text(),
-                              capture_output=True, text=True)
-        ids.append(proc.stdout.split()[0] if proc.stdout else "")
+        found = proc.run(["git", "patch-id", "--stable"], input=patch.read_text()).stdout
+        ids.append(found.split()[0] if found else "")
     return ids
 
 
@@ -149,9 +145,8 @@ def rejected_hunk(patch_text: str, path: str, line: int) -> str:
 
 
 def _explain_failed_patch(tree: Path, patch: Path) -> str:
-    proc = subprocess.run(["git", "-C", str(tree), "apply", "--check", "--verbose", str(patch)],
-                          capture_output=True, text=True)
-    report = proc.stderr.strip()
+    report = proc.run(["git", "-C", str(tree), "apply", "--check", "--verbose", str(patch)],
+                      check=False).stderr.strip()
     hunks = []
     for m in re.finditer(r"error: patch failed: (\S+):(\d+)", report):
         hunk = rejected_hunk(patch.read_text(), m.group(1), int(m.group(2)))
@@ -164,9 +159,8 @@ def apply_series(tree: Path, patches: list[Path]) -> None:
     git(tree, "checkout", "-q", "-B", BRANCH, BASE_TAG)
     for index, patch in enumerate(patches, 1):
         print(f"meminit: applying [{index}/{len(patches)}] {patch.name}", file=sys.stderr, flush=True)
-        proc = subprocess.run(["git", "-C", str(tree), *GIT_IDENTITY, "am", "-q", str(patch)],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
+        if proc.run(["git", "-C", str(tree), *GIT_IDENTITY, "am", "-q", str(patch)],
+                    check=False).returncode != 0:
             git(tree, "am", "--abort", check=False)
             git(tree, "checkout", "-q", "-B", BRANCH, BASE_TAG)
             raise MeminitError(f"patch {patch.name} does not apply on {BASE_TAG}:\n"

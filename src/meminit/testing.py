@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 
-from meminit import paths
+from meminit import paths, proc
 
 
 def pytest_command(quick: bool, extra: list[str]) -> list[str]:
@@ -27,7 +26,7 @@ def _cmd_test(args: argparse.Namespace) -> int:
     what = "unit tests" if args.quick else "unit tests, then the kernel build/boot/KUnit tests"
     print(f"meminit: running {what}: {' '.join(cmd[2:])}", file=sys.stderr, flush=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.run(cmd, cwd=paths.REPO, env=env).returncode
+    return proc.interactive(cmd, cwd=paths.REPO, env=env)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
