@@ -38,3 +38,21 @@ def test_kunit_parse_all_passing(kernel_trees):
     passing = "\n".join(line for line in LOG.splitlines() if "beta" not in line).replace("1..2", "1..1", 1)
     result = ktap.parse(passing, kernel_trees.series)
     assert result.ok and result.suites() == {"alpha"}
+
+
+def case(suite: str, name: str, status: str) -> ktap.KunitCase:
+    return ktap.KunitCase(suite=suite, name=name, status=status)
+
+
+def test_the_gate_passes_a_complete_run_and_names_each_way_to_fail():
+    cases = [case("alpha", "a1", "PASS"), case("alpha", "a2", "SKIP"), case("beta", "b1", "PASS")]
+    report = ktap.KunitReport(ok=True, cases=cases, summary="")
+    assert ktap.gate(report, ["alpha", "beta"]) == []
+    assert ktap.gate(report, ["alpha", "beta", "gamma"]) == ["suite gamma did not run"]
+    assert ktap.gate(report, ["alpha"], skips_allowed=False) == ["alpha.a2 SKIP"]
+    assert ktap.gate(report, ["beta"], skips_allowed=False) == []   # alpha's skip is not ours
+    assert ktap.gate(report, ["alpha"], must_pass=["a2"]) == ["a2 SKIP, and this target exists to run it"]
+    failed = ktap.KunitReport(ok=False, cases=[*cases, case("beta", "b2", "FAIL")], summary="")
+    assert ktap.gate(failed, ["beta"]) == ["beta.b2 FAIL"]
+    crashed = ktap.KunitReport(ok=False, cases=cases, summary="")
+    assert ktap.gate(crashed, ["alpha"]) == ["kunit.py parse found the run broken (a crash or a truncated log)"]

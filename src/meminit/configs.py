@@ -251,10 +251,6 @@ def kunit_command(target: KunitTarget, tree: Path, jobs: int) -> list[str]:
     return cmd
 
 
-def missing_suites(report: ktap.KunitReport, wanted: tuple[str, ...]) -> list[str]:
-    return [s for s in wanted if s not in report.suites()]
-
-
 def run_target(target: KunitTarget, tree: Path, jobs: int) -> ktap.KunitReport:
     deps.ensure({**deps.KERNEL_BUILD, **target.packages})
     target.build_dir.mkdir(parents=True, exist_ok=True)
@@ -291,11 +287,7 @@ def run_target(target: KunitTarget, tree: Path, jobs: int) -> ktap.KunitReport:
 
 
 def check(target: KunitTarget, report: ktap.KunitReport, log_text: str = "") -> list[str]:
-    problems = [f"{target.name}: suite {s} did not run" for s in missing_suites(report, target.suites)]
-    problems += [f"{target.name}: {c.suite}.{c.name} {c.status}" for c in report.failed()]
-    status = {c.name: c.status for c in report.cases}
-    problems += [f"{target.name}: {name} {status.get(name, 'did not run')}, and this target exists to run it"
-                 for name in target.must_pass if status.get(name) != "PASS"]
+    problems = [f"{target.name}: {p}" for p in ktap.gate(report, target.suites, must_pass=target.must_pass)]
     if target.fallback_reason and f"# SKIP {target.fallback_reason}" not in log_text:
         problems.append(f"{target.name}: no case skipped with '{target.fallback_reason}': "
                         "the fast path ran, or its cases passed without it")

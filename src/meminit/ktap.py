@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,31 @@ class KunitReport:
 
     def suites(self) -> set[str]:
         return {c.suite for c in self.cases}
+
+
+def gate(report: KunitReport, suites: Iterable[str], *, must_pass: Iterable[str] = (),
+         skips_allowed: bool = True) -> list[str]:
+    """Why a KUnit run does not count as passed; empty when it does.
+
+    A required suite that did not run, a case that failed or crashed, kunit.py's own
+    verdict, a case named in must_pass that did not pass (a target that exists to run
+    it), and, unless skips_allowed, a skipped case of a required suite: a boot that
+    offers everything its suites need must run every case, so a skip there means a
+    fast path went untested.
+    """
+    suites = list(suites)
+    ran = report.suites()
+    problems = [f"suite {s} did not run" for s in suites if s not in ran]
+    problems += [f"{c.suite}.{c.name} {c.status}" for c in report.failed()]
+    if not report.ok and not report.failed():
+        problems.append("kunit.py parse found the run broken (a crash or a truncated log)")
+    status = {c.name: c.status for c in report.cases}
+    problems += [f"{name} {status.get(name, 'did not run')}, and this target exists to run it"
+                 for name in must_pass if status.get(name) != "PASS"]
+    if not skips_allowed:
+        problems += [f"{c.suite}.{c.name} SKIP" for c in report.cases
+                     if c.status == "SKIP" and c.suite in suites]
+    return problems
 
 
 def _walk(node: dict, suite: str, out: list[KunitCase]) -> None:
