@@ -1,0 +1,162 @@
+"""The glue to the host's tools, offline: apt through deps.ensure, make through build.run_make,
+and check-series walking the prefixes of a tiny series with make and checkpatch faked."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import git_repo
+from meminit import build, checks, deps, kconfig, source
+from meminit.errors import MeminitError
+
+
+def fake_tool(bin_dir: Path, name: str, body: str) -> None:
+    bin_dir.mkdir(exist_ok=True)
+    tool = bin_dir / name
+    tool.write_text("#!/bin/sh\n" + body)
+    tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
+
+
+# ------------------------------------------------------------------ deps.ensure
+
+
+@pytest.fixture
+def fake_apt(tmp_path, monkeypatch) -> Path:
+    """An apt-get that logs its arguments and installs a package by creating /probe/<name>,
+    except a package called broken."""
+    calls = tmp_path / "apt.log"
+    fake_tool(tmp_path / "bin", "apt-get", f"""echo "$*" >> {calls}
+pkg=$(eval echo \\${{$#}})
+[ "$1" = install ] || exit 0
+[ "$pkg" = broken ] && {{ echo "E: Unable to locate package broken" >&2; exit 100; }}
+touch {tmp_path}/probe-$pkg
+""")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(deps, "_updated", False)
+    return calls
+
+
+def test_ensure_installs_only_what_is_missing_and_updates_once(fake_apt, tmp_path):
+    (tmp_path / "probe-here").touch()
+    deps.ensure({"here": str(tmp_path / "probe-here")})
+    assert not fake_apt.exists()
+    deps.ensure({"here": str(tmp_path / "probe-here"), "one": str(tmp_path / "probe-one")})
+    deps.ensure({"two": str(tmp_path / "probe-two")})
+    assert fake_apt.read_text().splitlines() == [
+        "update -q", "install -y -q --no-install-recommends one", "install -y -q --no-install-recommends two"]
+    assert (tmp_path / "probe-one").exists() and (tmp_path / "probe-two").exists()
+
+
+def test_ensure_names_the_package_apt_could_not_install(fake_apt, tmp_path):
+    with pytest.raises(MeminitError, match="apt-get install broken failed(.|\n)*Unable to locate package"):
+        deps.ensure({"broken": str(tmp_path / "probe-broken")})
+
+
+def test_ensure_without_apt_names_what_is_missing(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(MeminitError, match="missing packages a b and no apt-get"):
+        deps.ensure({"a": str(tmp_path / "no-a"), "b": str(tmp_path / "no-b")})
+
+
+# -------------------------------------------------------------- build.run_make
+
+
+def test_run_make_logs_counts_and_times_a_build(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(build, "PROGRESS_EVERY_S", 0)
+    kernel = build.Kernel("series", tmp_path, tmp_path / "out")
+    log = tmp_path / "build.log"
+    elapsed = build.run_make(kernel, ["sh", "-c", "echo '  CC mm/a.o'; echo '  AS x.o'; echo '  LD v'"],
+                             log, "build series")
+    assert elapsed >= 0
+    assert log.read_text() == "  CC mm/a.o\n  AS x.o\n  LD v\n"
+    assert "build series: 2 files compiled" in capsys.readouterr().err
+
+
+def test_run_make_failure_shows_the_tail_and_the_log(tmp_path):
+    kernel = build.Kernel("series", tmp_path, tmp_path / "out")
+    log = tmp_path / "build.log"
+    expected = r"build series failed after \d+s; last lines:\nmm/a.c:1: error: boom\nfull log: " + re.escape(str(log))
+    with pytest.raises(MeminitError, match=expected):
+        build.run_make(kernel, ["sh", "-c", "echo 'mm/a.c:1: error: boom'; exit 2"], log, "build series")
+
+
+# ---------------------------------------------------------- checks.check_series
+
+
+@pytest.fixture
+def tiny_series(tmp_path, monkeypatch) -> dict:
+    """A two-patch series in a tiny tree; make and checkpatch are recorded, not run.
+
+    Patch 1 touches mm/a.c, patch 2 touches mm/b.c; make's W=1 output for a prefix is
+    whatever `w1_output[index]` holds."""
+    tree = git_repo(tmp_path / "linux")
+    ident = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    for name in ("a", "b"):
+        (tree / "mm").mkdir(exist_ok=True)
+        (tree / "mm" / f"{name}.c").write_text(f"int {name};\nint {name}2;\n")
+        subprocess.run(["git", "-C", str(tree), "add", "-A"], check=True)
+        subprocess.run(["git", "-C", str(tree), *ident, "commit", "-q", "-m", f"mm: add {name}"], check=True)
+    state: dict = {"made": [], "w1_output": {}, "fail_build": None, "checkpatch": []}
+    monkeypatch.setattr(source, "prepare_trees", lambda: source.Trees(series=tree, base=tmp_path / "base"))
+    monkeypatch.setattr(source, "read_series", lambda: [Path("0001-a.patch"), Path("0002-b.patch")])
+    monkeypatch.setattr(checks, "checkpatch", lambda t, patches: list(state["checkpatch"]))
+    monkeypatch.setattr(build, "kernel_for", lambda v, trees: build.Kernel(v, tree, tmp_path / "out"))
+    monkeypatch.setattr(kconfig, "configure", lambda src, out, frags: (out.mkdir(exist_ok=True),
+                                                                      (out / ".config").write_text("C=y\n")))
+    monkeypatch.setattr(kconfig, "reconfigure", lambda src, out, text: None)
+    monkeypatch.setattr(kconfig, "forget_configuration", lambda out: None)
+
+    def make(kernel: build.Kernel, cmd: list[str], log: Path, what: str) -> float:
+        subject = source.git(tree, "log", "-1", "--format=%s").strip()
+        w1 = "W=1" in cmd
+        state["made"].append((subject, "W=1" if w1 else "full", [c for c in cmd if c.endswith(".o")]))
+        index = int(what.split("prefix ")[1].split("/")[0])
+        log.write_text(state["w1_output"].get(index, "") if w1 else "")
+        if state["fail_build"] == index and not w1:
+            raise MeminitError(f"{what} failed")
+        return 0.0
+
+    monkeypatch.setattr(build, "run_make", make)
+    state["tree"] = tree
+    return state
+
+
+def test_check_series_compiles_each_prefix_touched_files_and_builds_them(tiny_series):
+    checks.check_series(jobs=2)
+    assert tiny_series["made"] == [
+        ("mm: add a", "W=1", ["mm/a.o"]), ("mm: add a", "full", []),
+        ("mm: add b", "W=1", ["mm/a.o", "mm/b.o"]), ("mm: add b", "full", [])]
+    assert source.git(tiny_series["tree"], "rev-parse", "--abbrev-ref", "HEAD").strip() == "series"
+
+
+def test_check_series_touched_only_builds_the_last_prefix_alone(tiny_series):
+    checks.check_series(jobs=2, touched_only=True)
+    assert [(s, kind) for s, kind, _ in tiny_series["made"]] == [
+        ("mm: add a", "W=1"), ("mm: add b", "W=1"), ("mm: add b", "full")]
+
+
+def test_check_series_fails_on_a_warning_at_an_added_line_only(tiny_series):
+    tiny_series["w1_output"] = {1: "mm/a.c:2:5: warning: unused variable 'a2'\n"
+                                   "include/linux/mm.h:9:1: warning: old code, not ours\n"}
+    with pytest.raises(MeminitError, match=r"prefix 1/2 \(mm: add a\): mm/a.c:2:5: warning") as failure:
+        checks.check_series(jobs=2)
+    assert "mm.h" not in str(failure.value)
+
+
+def test_check_series_fails_on_checkpatch_and_returns_the_tree_after_a_failed_build(tiny_series):
+    tiny_series["checkpatch"] = ["0002-b.patch:\nWARNING: something"]
+    with pytest.raises(MeminitError, match="series check failed:\n0002-b.patch"):
+        checks.check_series(jobs=2)
+    tiny_series["checkpatch"] = []
+    tiny_series["fail_build"] = 1
+    with pytest.raises(MeminitError, match="prefix 1/2"):
+        checks.check_series(jobs=2)
+    tree = tiny_series["tree"]
+    assert source.git(tree, "rev-parse", "--abbrev-ref", "HEAD").strip() == "series"
+    assert source.git(tree, "log", "-1", "--format=%s").strip() == "mm: add b"
