@@ -1,3 +1,4 @@
+import re
 import subprocess
 from pathlib import Path
 
@@ -42,6 +43,9 @@ def test_export_then_apply_round_trip(tmp_path):
     assert [p.name for p in written] == ["0001-first-change.patch", "0002-second-change.patch"]
     assert (patch_dir / "series").read_text().split() == [p.name for p in written]
     assert "From 0000000000000000000000000000000000000000" in written[0].read_text()
+    # the same commits export the same bytes from any tree: a tiny one here, the
+    # kernel's (where git's default abbreviation is longer) in work/linux
+    assert re.search(r"^index [0-9a-f]{12}\.\.[0-9a-f]{12} 100644$", written[0].read_text(), re.M)
     expected = (repo / "file.c").read_text()
     source.apply_series(repo, source.read_series(patch_dir))
     assert (repo / "file.c").read_text() == expected

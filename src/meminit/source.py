@@ -214,8 +214,10 @@ def export_series(tree: Path = paths.KERNEL_TREE, patch_dir: Path = paths.PATCHE
     patch_dir.mkdir(parents=True, exist_ok=True)
     for old in patch_dir.glob("*.patch"):
         old.unlink()
-    out = git(tree, "format-patch", "--zero-commit", "--no-signature", "-o", str(patch_dir),
-              f"{BASE_TAG}..HEAD")
+    # A fixed --abbrev (the kernel's recommended 12): git's default grows with the object
+    # count, so two trees of the same commits would export different index lines.
+    out = git(tree, "format-patch", "--zero-commit", "--no-signature", "--abbrev=12",
+              "-o", str(patch_dir), f"{BASE_TAG}..HEAD")
     written = [Path(line) for line in out.splitlines() if line.strip()]
     (patch_dir / "series").write_text("".join(p.name + "\n" for p in written))
     _record_applied(tree)
