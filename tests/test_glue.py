@@ -119,6 +119,22 @@ def test_boot_fails_when_the_script_never_ran(fake_vng):
         fake_vng("no-script", script="true")
 
 
+def test_the_boot_command_prints_what_the_guest_command_printed(fake_vng, tmp_path, monkeypatch, capsys):
+    kernel = build.Kernel("series", tmp_path, tmp_path / "out")
+    kernel.image.parent.mkdir(parents=True)
+    kernel.image.write_bytes(b"")
+    monkeypatch.setattr(source, "prepare_trees", lambda: source.Trees(series=tmp_path, base=tmp_path))
+    monkeypatch.setattr(build, "kernel_for", lambda variant, trees: kernel)
+    monkeypatch.setattr(results, "new_run_dir", lambda kind: tmp_path / "run")
+    monkeypatch.setenv("FAKE_VNG_MODE", "ok")
+    (tmp_path / "run").mkdir()
+    code = cli.main(["boot", "series", "--accel", "tcg", "-c", "echo MemTotal: 4 kB; echo oops >&2; exit 4"])
+    out, err = capsys.readouterr()
+    assert code == 4
+    assert out.startswith("MemTotal: 4 kB\n") and "guest exit 4" in out
+    assert "oops" in err and "MemTotal" not in err
+
+
 # --------------------------------------------------------------- config cache
 
 

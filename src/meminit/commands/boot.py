@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from meminit import build, results, source, vm
@@ -25,9 +26,14 @@ def _cmd_boot(args: argparse.Namespace) -> int:
         build.build(kernel)
     run_dir = results.new_run_dir("boot")
     accel = vm.resolve_accel(args.accel, kernel.image, run_dir, kernel.variant)
-    spec = vm.BootSpec(image=kernel.image, kernel=kernel.variant, name=args.variant, script=args.command,
+    # the command's output, apart from the kernel's console, for the user's terminal
+    output = run_dir / f"{args.variant}.stdout"
+    spec = vm.BootSpec(image=kernel.image, kernel=kernel.variant, name=args.variant,
+                       script=f"( {args.command} ) > {shlex.quote(str(output))}",
                        memory_bytes=args.memory or vm.DEFAULT_MEMORY, cpus=args.cpus, append=args.append)
     result = vm.boot(spec, run_dir, accel)
+    if output.exists():
+        sys.stdout.write(output.read_text(errors="replace"))
     if result.stderr:
         print(result.stderr, end="", file=sys.stderr)
     print(f"guest exit {result.exit_code} after {result.seconds:.0f}s ({accel}); logs in {run_dir}")
