@@ -1,5 +1,7 @@
 import re
 import subprocess
+import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -141,3 +143,22 @@ def test_w1_batches_compile_arch_lib_objects_alone_with_one_job():
     assert checks.w1_batches(["mm/memory.o"], 2) == [(["mm/memory.o"], 2)]
     riscv = ["arch/riscv/lib/clear_page.o"]
     assert checks.w1_batches(riscv, 2) == [(riscv, 1)]
+
+
+def test_the_same_source_package_gives_the_same_base_commit(tmp_path, monkeypatch):
+    src = tmp_path / "linux-source-6.12"
+    src.mkdir()
+    (src / "Makefile").write_text("VERSION = 6\n")
+    (src / ".gitignore").write_text("/*\n")
+    tarball = tmp_path / "linux-source-6.12.tar.xz"
+    with tarfile.open(tarball, "w:xz") as tar:
+        tar.add(src, arcname="linux-source-6.12")
+    monkeypatch.setattr(source, "TARBALL", tarball)
+    commits = []
+    for machine in ("one", "two"):
+        tree = tmp_path / machine / "linux"
+        source._unpack("6.12.117-1~deb12u1", tree)
+        assert source.git(tree, "show", "HEAD:Makefile") == "VERSION = 6\n"
+        commits.append(source.git(tree, "rev-parse", source.BASE_TAG).strip())
+        time.sleep(1.1)   # a commit dated now would differ by now
+    assert commits[0] == commits[1]

@@ -9,6 +9,7 @@ Layout under work/:
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sys
@@ -23,6 +24,7 @@ SOURCE_PACKAGE = "linux-source-6.12"
 TARBALL = Path("/usr/src/linux-source-6.12.tar.xz")
 BRANCH = "series"
 BASE_TAG = "base"
+BASE_DATE = "2024-11-17T00:00:00Z"   # v6.12's release
 GIT_IDENTITY = ["-c", "user.name=meminit", "-c", "user.email=meminit@localhost"]
 
 
@@ -32,9 +34,9 @@ class Trees:
     base: Path
 
 
-def git(tree: Path, *args: str, check: bool = True) -> str:
+def git(tree: Path, *args: str, check: bool = True, env: dict[str, str] | None = None) -> str:
     """git in `tree`; its stdout."""
-    done = proc.run(["git", "-C", str(tree), *GIT_IDENTITY, *args], check=False)
+    done = proc.run(["git", "-C", str(tree), *GIT_IDENTITY, *args], check=False, env=env)
     if check and done.returncode != 0:
         raise MeminitError(f"git {' '.join(args)} failed in {tree}:\n{done.stderr.strip()}")
     return done.stdout
@@ -79,7 +81,10 @@ def _unpack(version: str, tree: Path) -> None:
     git(inner, "init", "-q", "-b", BRANCH)
     # Debian's top-level .gitignore ends with "/*": force-add so the base commit is the whole tarball.
     git(inner, "add", "-A", "-f", ".")
-    git(inner, "commit", "-q", "-m", f"base: Debian {SOURCE_PACKAGE} {version}")
+    # A fixed date: the same package then gives the same base commit on every machine, so a
+    # mailed series' base-commit names a commit anyone can recreate with `meminit tree`.
+    dated = dict(os.environ, GIT_AUTHOR_DATE=BASE_DATE, GIT_COMMITTER_DATE=BASE_DATE)
+    git(inner, "commit", "-q", "-m", f"base: Debian {SOURCE_PACKAGE} {version}", env=dated)
     git(inner, "tag", BASE_TAG)
     git(inner, "config", "meminit.sourceversion", version)
     if tree.exists():
