@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from meminit import benchbin, build, cli, deps, forkbench, kconfig, microbench, results, source, vm
+from meminit import benchbin, build, cli, deps, forkbench, hostinfo, kconfig, microbench, results, source, vm
 from meminit.commands import run as run_command
 from meminit.errors import MeminitError
 from meminit.scenarios import base, memmap
@@ -207,8 +207,9 @@ def replay_fsdax(spec: vm.BootSpec, run_dir: Path, accel: str) -> vm.BootResult:
 
 
 @pytest.fixture
-def recorded_run(tmp_path, monkeypatch):
-    """`meminit run` of fsdax-mapdev on the series kernel, its guest replayed from tests/data."""
+def recorded_run(tmp_path, monkeypatch, capsys):
+    """`meminit run` of fsdax-mapdev on the series kernel, its guest replayed from tests/data.
+    (capsys first, so that the test reads what the run printed.)"""
     booted = offline_run(tmp_path, monkeypatch, ["series"], replay_fsdax)
     req = base.RunRequest(scenarios=["fsdax-mapdev"], kernels=["series"], accel="tcg", rebinds=2)
     return run_command.run(req), booted
@@ -217,6 +218,7 @@ def recorded_run(tmp_path, monkeypatch):
 def test_run_writes_result_json_that_report_renders_again(recorded_run, capsys):
     run_dir, booted = recorded_run
     first = capsys.readouterr().out
+    assert first.split()[:3] == ["scenario", "kernel", "variant"] and "fsdax-mapdev  series" in first
     (spec,) = booted
     assert spec.name == "fsdax-mapdev-series" and spec.kernel == "series"
     assert any(a.startswith("memmap=") for a in spec.append) and vm.SKIP_KUNIT in spec.append
@@ -227,6 +229,7 @@ def test_run_writes_result_json_that_report_renders_again(recorded_run, capsys):
     assert set(variants) == {"slow", "template", "streaming", "auto"}
     assert all(g["pages"] == 386560 and len(g["steady_ms"]) == 2 for g in variants.values())
     assert variants["slow"]["steady_ms"][0] == pytest.approx(19.66557)
+    assert result["host_cpu"] == hostinfo.cpu_model() and f"host {result['host_cpu']}, accelerator tcg" in first
     assert (run_dir / "fsdax-mapdev-series.hashes.txt").exists() and (run_dir / "plot.png").exists()
     (run_dir / "plot.png").unlink()
     assert cli.main(["report", str(run_dir)]) == 0

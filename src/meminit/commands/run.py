@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from meminit import build, deps, results, source, units, vm
+from meminit import build, deps, hostinfo, results, source, units, vm
 from meminit.commands.boot import add_guest_options
 from meminit.errors import MeminitError
 from meminit.scenarios import DEFAULT, REGISTRY, RunRequest, fault_latency, plot, render
@@ -24,7 +24,7 @@ def run(req: RunRequest) -> Path:
     first = kernels[req.kernels[0]]
     accel = vm.resolve_accel(req.accel, first.image, run_dir, first.variant)
     result = {
-        "kind": "memmap", "accel": accel, "guest_cpus": req.cpus, "init_threads": req.init_threads,
+        "kind": "memmap", "host_cpu": hostinfo.cpu_model(), "accel": accel, "guest_cpus": req.cpus, "init_threads": req.init_threads,
         "guest_memory": units.format_size(max(memories)), "pmem_size": units.format_size(req.pmem_size),
         "rebinds": req.rebinds, "source_package": source.SOURCE_PACKAGE,
         "source_version": source.source_version(), "series_commit": source.series_commit(),

@@ -47,7 +47,8 @@ def render(result: dict) -> str:
     lines = ["\n\n".join(blocks)] if blocks else []
     if result.get("accel") == "tcg":
         lines.append(f"({results.TCG_LABEL})")
-    lines.append(f"accelerator {result.get('accel')}, guest {result.get('guest_cpus')} CPUs / "
+    host = f"host {result['host_cpu']}, " if "host_cpu" in result else ""   # runs since 2026-11-24
+    lines.append(f"{host}accelerator {result.get('accel')}, guest {result.get('guest_cpus')} CPUs / "
                  f"{result.get('guest_memory')}, {result.get('source_package')} "
                  f"{result.get('source_version')}, series {result.get('series_commit', '?')[:12]}")
     return "\n".join(lines)
