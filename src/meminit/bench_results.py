@@ -113,7 +113,7 @@ def load_all(directory: Path = RESULTS_DIR) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))]
 
 
-def _index(summary: dict, section: str) -> dict:
+def rows_by_case(summary: dict, section: str) -> dict:
     """(strategy, layout, dest, size, threads) -> row of one section ("" main, "scaling"); where a
     case ran in both splits, the chunked one, which is how the kernel and the learning auto run."""
     idx: dict = {}
@@ -126,7 +126,7 @@ def _index(summary: dict, section: str) -> dict:
     return idx
 
 
-def _label(summary: dict) -> str:
+def label(summary: dict) -> str:
     llc = next((c["size"] for c in summary.get("caches", []) if c.get("level") == "3"), None)
     fm = f", family {summary['family']} model {summary['model']}" if summary.get("family") else ""
     return f"{summary['cpu_model']}{fm}" + (f", L3 {llc}" if llc else "")
@@ -146,10 +146,10 @@ def cpu_table(summaries: list[dict]) -> str:
     streaming and auto at each size; then 1 -> 2 thread scaling at the largest size, cold."""
     out = []
     for s in summaries:
-        idx = _index(s, "")
-        scaling = _index(s, "scaling") or idx
+        idx = rows_by_case(s, "")
+        scaling = rows_by_case(s, "scaling") or idx
         sizes = sorted({r["size"] for r in s["rows"]})
-        out.append(f"**{_label(s)}** ({s['date'][:10]}, {s['source']}; {auto_verdict(s)})\n")
+        out.append(f"**{label(s)}** ({s['date'][:10]}, {s['source']}; {auto_verdict(s)})\n")
         out.append("| layout | dest | " + " | ".join(units.format_size(z) for z in sizes) + " |")
         out.append("|---|---|" + "---|" * len(sizes))
         for layout in sorted({r["layout"] for r in s["rows"]}):

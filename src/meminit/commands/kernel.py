@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
-from meminit import build, checks, source
+from meminit import build, checks, mail, paths, source
+from meminit.commands import cover_letter
+from meminit.errors import MeminitError
+
+MAIL_DIR = paths.WORK / "mail"
 
 
 def _cmd_tree(args: argparse.Namespace) -> int:
@@ -15,11 +21,38 @@ def _cmd_tree(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    if args.mbox is not None:
+        source.prepare_trees()   # a fresh checkout has no tree yet: patches/ applied
     written = source.export_series()
     for patch in written:
         print(f"patches/{patch.name}")
     print(f"{len(written)} patches exported; patches/series updated")
+    if args.mbox is not None:
+        export_mail(Path(args.mbox), args.subject_prefix, args.run)
     return 0
+
+
+def export_mail(out_dir: Path, subject_prefix: str, run_dir: str | None) -> mail.Mail:
+    """The series as mail in out_dir, checked as it will be sent: checkpatch --strict on every
+    patch, and git am of the mbox onto the base reaching the series' tree."""
+    tree = paths.KERNEL_TREE
+    run = Path(run_dir) if run_dir else cover_letter.latest_run()
+    blurb = cover_letter.blurb(run, source.SOURCE_PACKAGE, source.source_version())
+    written = mail.write(tree, out_dir, cover_letter.SUBJECT, blurb, subject_prefix)
+    print(f"meminit: checking the mail as sent: checkpatch --strict, git am onto {source.BASE_TAG}",
+          file=sys.stderr, flush=True)
+    failures = mail.checkpatch(tree, written)
+    if failures:
+        raise MeminitError("the mailed patches are not checkpatch --strict clean:\n" + "\n".join(failures))
+    applied = mail.apply_check(tree, written, paths.WORK / "mail-am-check")
+    differs = mail.same_series(tree, applied)
+    if differs:
+        raise MeminitError(f"git am of {written.mbox} onto {source.BASE_TAG}: {differs}")
+    print(f"mail: {written.cover}")
+    print(f"      {len(written.patches)} patches beside it, all of it in {written.mbox}")
+    print("cover letter's measured tables: bench/results/" + (f" and {run}" if run else " (no `meminit run` yet)"))
+    print(f"send with:  git send-email --from='Your Name <you@example.org>' {out_dir}/*.patch")
+    return written
 
 
 def _register_source(sub: argparse._SubParsersAction) -> None:
@@ -28,6 +61,13 @@ def _register_source(sub: argparse._SubParsersAction) -> None:
                    help="discard commits or changes in work/linux that were not exported")
     p.set_defaults(func=_cmd_tree)
     p = sub.add_parser("export", help="write the commits of work/linux back to patches/")
+    p.add_argument("--mbox", nargs="?", const=str(MAIL_DIR), default=None, metavar="DIR",
+                   help="also write the series as mail: cover letter, recipients, changelog, one mbox "
+                        f"(default DIR: {MAIL_DIR.relative_to(paths.REPO)}); checked with checkpatch and git am")
+    p.add_argument("--subject-prefix", default="RFC PATCH",
+                   help="--mbox: the subjects' prefix (default 'RFC PATCH': the series is on 6.12, not mm)")
+    p.add_argument("--run", metavar="RUN_DIR",
+                   help="--mbox: the `meminit run` whose table the cover letter quotes (default: the latest)")
     p.set_defaults(func=_cmd_export)
 
 

@@ -1,0 +1,155 @@
+"""`meminit export --mbox`: the series as mail. Offline on a tiny tree with a fake
+get_maintainer.pl; the kernel test mails the real series and checks it with checkpatch
+and git am."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import git_repo
+from meminit import mail, paths, source
+from meminit.commands import cover_letter
+from meminit.commands import kernel as kernel_commands
+from meminit.errors import MeminitError
+
+IDENT = ["-c", "user.name=Ann Author", "-c", "user.email=ann@example.org"]
+GET_MAINTAINER = """#!/usr/bin/perl
+print "Ann Author <ann\\@example.org> (maintainer:OURS)\\n";
+print "Mo Maintainer <mo\\@example.org> (maintainer:MEMORY MANAGEMENT)\\n";
+print "Rae Reviewer <rae\\@example.org> (reviewer:MEMORY MANAGEMENT)\\n";
+print "linux-mm\\@kvack.org (open list:MEMORY MANAGEMENT)\\n";
+print "Mo Maintainer <mo\\@example.org> (maintainer:ANOTHER)\\n";
+"""
+
+
+def test_get_maintainer_maintainers_go_to_to_the_rest_to_cc_never_the_author():
+    who = mail.parse_get_maintainer(
+        "Ann Author <ann@example.org> (maintainer:OURS)\n"
+        "Mo Maintainer <mo@example.org> (maintainer:MM)\n"
+        "\"H. Peter Anvin\" <hpa@zytor.com> (reviewer:X86)\n"
+        "x86@kernel.org (maintainer:X86)\n"
+        "linux-mm@kvack.org (open list:MM)\n"
+        "Mo Maintainer <mo@example.org> (maintainer:OTHER)\n", "Ann Author <ANN@example.org>")
+    assert who.to == ("Mo Maintainer <mo@example.org>", "x86@kernel.org")
+    assert who.cc == ("\"H. Peter Anvin\" <hpa@zytor.com>", "linux-mm@kvack.org")
+
+
+def test_long_recipient_lists_are_folded_and_read_back_whole():
+    addresses = tuple(f"Person Number{i} <person{i}@example.org>" for i in range(6))
+    text = mail.with_recipients("From: a\nSubject: s\n\nbody\n", mail.Recipients(addresses, ()))
+    assert all(len(line) <= mail.HEADER_WIDTH for line in text.splitlines())
+    assert mail.header_value(text, "To") == ", ".join(addresses)
+    assert text.endswith("\n\nbody\n")
+
+
+def test_changelog_blocks_and_their_mistakes(tmp_path):
+    log = tmp_path / "changelog"
+    log.write_text("# comment\n\nmm: one\n- first\n  continued\n\nmm: two\n- no changes\n")
+    blocks = mail.read_changelog(log)
+    assert blocks == {"mm: one": ["- first", "  continued"], "mm: two": ["- no changes"]}
+    assert mail.changelog_for(["mm: one", "mm: two"], blocks) == blocks
+    with pytest.raises(MeminitError, match="no changelog for 'mm: three'.*changelog for no patch: 'mm: two'"):
+        mail.changelog_for(["mm: one", "mm: three"], blocks)
+    log.write_text("mm: one\n\nmm: two\n- x\n")
+    with pytest.raises(MeminitError, match="no changelog for 'mm: one'"):
+        mail.changelog_for(["mm: one", "mm: two"], mail.read_changelog(log))
+    log.write_text("- orphan\n")
+    with pytest.raises(MeminitError, match="under no patch subject"):
+        mail.read_changelog(log)
+    log.write_text("mm: one\n- a\n\nmm: one\n- b\n")
+    with pytest.raises(MeminitError, match="second block"):
+        mail.read_changelog(log)
+
+
+def series_subjects() -> list[str]:
+    subjects = []
+    for patch in source.read_series():
+        subject = mail.header_value(patch.read_text(), "Subject")
+        subjects.append(re.sub(r"^\[PATCH[^]]*\] ", "", subject))
+    return subjects
+
+
+def test_the_repo_changelog_has_one_block_per_patch_of_the_series():
+    assert len(series_subjects()) == len(source.read_series()) > 0
+    mail.changelog_for(series_subjects(), mail.read_changelog())
+
+
+@pytest.fixture
+def tiny_series(tmp_path, monkeypatch) -> Path:
+    """Two commits on `base` in a tiny tree with its own scripts/get_maintainer.pl."""
+    tree = git_repo(tmp_path / "linux")
+    (tree / "scripts").mkdir()
+    (tree / "scripts" / "get_maintainer.pl").write_text(GET_MAINTAINER)
+    subprocess.run(["git", "-C", str(tree), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(tree), *IDENT, "commit", "-q", "--amend", "--no-edit"], check=True)
+    subprocess.run(["git", "-C", str(tree), "tag", "-f", "base"], check=True, capture_output=True)
+    for n, subject in ((3, "mm: change three"), (15, "mm: change fifteen")):
+        f = tree / "file.c"
+        f.write_text(f.read_text().replace(f"line {n}\n", f"line {n} changed\n"))
+        body = f"{subject}\n\nWhy it changes.\n\nSigned-off-by: Ann Author <ann@example.org>"
+        subprocess.run(["git", "-C", str(tree), *IDENT, "commit", "-q", "-am", body], check=True)
+    changelog = tmp_path / "changelog"
+    changelog.write_text("mm: change three\n- reworded\n\nmm: change fifteen\n- no changes\n")
+    monkeypatch.setattr(mail, "CHANGELOG", changelog)
+    monkeypatch.setattr(mail.read_changelog, "__defaults__", (changelog,))
+    return tree
+
+
+def test_the_mail_applies_onto_the_base_without_its_changelog(tiny_series, tmp_path):
+    tree = tiny_series
+    written = mail.write(tree, tmp_path / "mail", "mm: tiny", "What and why.\n", "RFC PATCH")
+    assert [p.name for p in written.patches] == ["0001-mm-change-three.patch", "0002-mm-change-fifteen.patch"]
+    cover = written.cover.read_text()
+    assert mail.header_value(cover, "Subject") == "[RFC PATCH 0/2] mm: tiny"
+    assert mail.header_value(cover, "From") == "Ann Author <ann@example.org>"
+    assert "What and why." in cover and f"base-commit: {source.git(tree, 'rev-parse', 'base').strip()}" in cover
+    first = written.patches[0].read_text()
+    assert mail.header_value(first, "To") == "Mo Maintainer <mo@example.org>"
+    assert mail.header_value(first, "Cc") == "Rae Reviewer <rae@example.org>, linux-mm@kvack.org"
+    assert "\n---\nChanges before the first posting:\n- reworded\n\n file.c | 2 +-" in first
+    assert written.mbox.read_text() == "".join(p.read_text() for p in [written.cover, *written.patches])
+    applied = mail.apply_check(tree, written, tmp_path / "am")
+    assert not (tmp_path / "am").exists()
+    # git am dropped the changelog: the commits it made are the series, messages and all
+    assert mail.same_series(tree, applied) is None
+    assert "reworded" not in source.git(tree, "log", "--format=%B", f"base..{applied}")
+    assert source.git(tree, "rev-list", "--count", f"base..{applied}").strip() == "2"
+
+
+def test_a_changelog_above_the_dashes_would_be_caught(tiny_series, tmp_path, monkeypatch):
+    monkeypatch.setattr(mail, "with_changelog", lambda text, changes: text.replace(
+        "\n\nSigned-off-by", "\n\n" + "\n".join(changes) + "\n\nSigned-off-by", 1))
+    written = mail.write(tiny_series, tmp_path / "mail", "mm: tiny", "blurb\n")
+    applied = mail.apply_check(tiny_series, written, tmp_path / "am")
+    assert "messages differ" in mail.same_series(tiny_series, applied)
+
+
+def test_a_mbox_that_does_not_apply_is_reported(tiny_series, tmp_path):
+    written = mail.write(tiny_series, tmp_path / "mail", "mm: tiny", "blurb\n")
+    written.mbox.write_text(written.mbox.read_text().replace("+line 3 changed", "+line 3 changed\n+extra"))
+    with pytest.raises(MeminitError, match="git am .* failed"):
+        mail.apply_check(tiny_series, written, tmp_path / "am")
+
+
+def test_the_cover_letter_quotes_the_docs_and_names_each_cpu(monkeypatch):
+    blurb = cover_letter.blurb(None, source.SOURCE_PACKAGE, "6.12.117-1~deb12u1")
+    doc = cover_letter.SERIES_DOC.read_text()
+    assert cover_letter.doc_section(doc, "Why").split("\n")[0] in blurb
+    assert cover_letter.doc_section(doc, "Open questions").split("\n")[0] in blurb
+    for summary in cover_letter.bench_results.load_all():
+        assert summary["cpu_model"] in blurb
+    assert "linux-source-6.12 6.12.117-1~deb12u1" in blurb
+    table_lines = [line for line in blurb.splitlines() if not line.startswith(("|", "fork", "accelerator"))]
+    assert max(len(line) for line in table_lines) <= 80
+
+
+def test_mailing_the_series_passes_checkpatch_and_git_am(kernel_trees, tmp_path):
+    assert kernel_trees.series == paths.KERNEL_TREE
+    written = kernel_commands.export_mail(tmp_path / "mail", "RFC PATCH", None)
+    assert len(written.patches) == len(source.read_series())
+    assert all("Changes before the first posting:" in p.read_text() for p in written.patches)
+    assert "linux-mm@kvack.org" in mail.header_value(written.cover.read_text(), "Cc")
