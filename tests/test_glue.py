@@ -99,6 +99,11 @@ def test_boot_returns_the_scripts_exit_stderr_and_dmesg(fake_vng, tmp_path):
     assert "smp: Brought up 1 node, 2 CPUs" in result.console.read_text()
 
 
+def test_boot_runs_a_script_that_ends_in_a_comment_or_a_here_doc(fake_vng):
+    assert fake_vng("ok", script="echo hi >&2  # the rest of the line is a comment").stderr == "hi\n"
+    assert fake_vng("ok", script="cat >&2 <<EOF\nfrom a here-doc\nEOF").stderr == "from a here-doc\n"
+
+
 def test_boot_kills_a_hung_guest(fake_vng):
     with pytest.raises(MeminitError, match="hung: no exit after 2s"):
         fake_vng("hang", timeout_s=2)
@@ -128,7 +133,8 @@ def test_the_boot_command_prints_what_the_guest_command_printed(fake_vng, tmp_pa
     monkeypatch.setattr(results, "new_run_dir", lambda kind: tmp_path / "run")
     monkeypatch.setenv("FAKE_VNG_MODE", "ok")
     (tmp_path / "run").mkdir()
-    code = cli.main(["boot", "series", "--accel", "tcg", "-c", "echo MemTotal: 4 kB; echo oops >&2; exit 4"])
+    code = cli.main(["boot", "series", "--accel", "tcg", "-c",
+                     "echo MemTotal: 4 kB; echo oops >&2; exit 4  # a comment ends the command line"])
     out, err = capsys.readouterr()
     assert code == 4
     assert out.startswith("MemTotal: 4 kB\n") and "guest exit 4" in out

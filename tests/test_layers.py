@@ -125,14 +125,21 @@ def test_no_module_is_oversized():
 
 
 def test_tools_run_through_proc():
+    """No subprocess (however imported) and no os.system/os.popen outside SUBPROCESS_USERS."""
     direct = []
     for name, path in modules().items():
+        if name in SUBPROCESS_USERS:
+            continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                    and node.value.id == "subprocess" and node.attr in ("run", "Popen", "call", "check_call",
-                                                                         "check_output", "getoutput")
-                    and name not in SUBPROCESS_USERS):
-                direct.append(f"{name}:{node.lineno} subprocess.{node.attr}")
+            if isinstance(node, ast.Import) and any(a.name == "subprocess" and a.asname for a in node.names):
+                direct.append(f"{name}:{node.lineno} import subprocess as ...")
+            elif isinstance(node, ast.ImportFrom) and node.module == "subprocess":
+                direct.append(f"{name}:{node.lineno} from subprocess import ...")
+            elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                  and (node.value.id, node.attr) in {("os", "system"), ("os", "popen")}
+                  | {("subprocess", f) for f in ("run", "Popen", "call", "check_call", "check_output",
+                                                 "getoutput", "getstatusoutput")}):
+                direct.append(f"{name}:{node.lineno} {node.value.id}.{node.attr}")
     assert direct == []
 
 
@@ -179,6 +186,11 @@ def test_the_checks_can_fail(tmp_path, monkeypatch):
     (fake / "newthing.py").write_text("import subprocess\nfrom meminit import proc\n\n\n"
                                       "def f():\n    proc = subprocess.run(['true'])\n"
                                       + "x = 1\n" * MAX_LINES)
+    for sneaky in ("from subprocess import run\n", "import subprocess as sp\n", "import os\nos.system('x')\n"):
+        (fake / "sneaky.py").write_text(sneaky)
+        with pytest.raises(AssertionError):
+            test_tools_run_through_proc()
+    (fake / "sneaky.py").unlink()
     for check in (test_every_module_has_a_layer, test_no_module_is_oversized, test_tools_run_through_proc,
                   test_no_local_hides_an_imported_module):
         with pytest.raises(AssertionError):

@@ -16,26 +16,39 @@ from meminit.commands import cover_letter
 from meminit.commands import kernel as kernel_commands
 from meminit.errors import MeminitError
 
-IDENT = ["-c", "user.name=Ann Author", "-c", "user.email=ann@example.org"]
+IDENT = ["-c", "user.name=meminit developers", "-c", "user.email=meminit@localhost"]
+SENDER = "Sam Sender <sam@example.org>"
 GET_MAINTAINER = """#!/usr/bin/perl
-print "Ann Author <ann\\@example.org> (maintainer:OURS)\\n";
+print "meminit developers <meminit\\@localhost> (maintainer:OURS)\\n";
 print "Mo Maintainer <mo\\@example.org> (maintainer:MEMORY MANAGEMENT)\\n";
+print "Sue Supporter <sue\\@example.org> (supporter:LIBRARY CODE)\\n";
 print "Rae Reviewer <rae\\@example.org> (reviewer:MEMORY MANAGEMENT)\\n";
 print "linux-mm\\@kvack.org (open list:MEMORY MANAGEMENT)\\n";
-print "Mo Maintainer <mo\\@example.org> (maintainer:ANOTHER)\\n";
+print "Mo Maintainer <MO\\@example.org> (maintainer:ANOTHER)\\n";
 """
 
 
-def test_get_maintainer_maintainers_go_to_to_the_rest_to_cc_never_the_author():
+def test_get_maintainer_those_who_take_patches_go_to_to_the_rest_to_cc_never_the_author():
     who = mail.parse_get_maintainer(
         "Ann Author <ann@example.org> (maintainer:OURS)\n"
         "Mo Maintainer <mo@example.org> (maintainer:MM)\n"
+        "Kees Cook <kees@kernel.org> (supporter:GENERIC STRING LIBRARY)\n"
+        "Odd Fixer <odd@example.org> (odd fixer:OLD DRIVER)\n"
         "\"H. Peter Anvin\" <hpa@zytor.com> (reviewer:X86)\n"
         "x86@kernel.org (maintainer:X86)\n"
+        "meminit developers <meminit@localhost> (maintainer:MEMCPY_NONTEMPORAL)\n"
         "linux-mm@kvack.org (open list:MM)\n"
-        "Mo Maintainer <mo@example.org> (maintainer:OTHER)\n", "Ann Author <ANN@example.org>")
-    assert who.to == ("Mo Maintainer <mo@example.org>", "x86@kernel.org")
+        "Mo Maintainer <MO@Example.org> (maintainer:OTHER)\n", "Ann Author <ANN@example.org>")
+    assert who.to == ("Mo Maintainer <mo@example.org>", "Kees Cook <kees@kernel.org>",
+                      "Odd Fixer <odd@example.org>", "x86@kernel.org")
     assert who.cc == ("\"H. Peter Anvin\" <hpa@zytor.com>", "linux-mm@kvack.org")
+
+
+def test_the_sender_must_be_someone_one_can_mail():
+    for bad in ("", "meminit developers <meminit@localhost>", "sam@example.org", "Sam <sam>"):
+        with pytest.raises(MeminitError, match="--from|who sends"):
+            mail.check_sender(bad)
+    assert mail.check_sender(SENDER) == SENDER
 
 
 def test_long_recipient_lists_are_folded_and_read_back_whole():
@@ -90,10 +103,10 @@ def tiny_series(tmp_path, monkeypatch) -> Path:
     for n, subject in ((3, "mm: change three"), (15, "mm: change fifteen")):
         f = tree / "file.c"
         f.write_text(f.read_text().replace(f"line {n}\n", f"line {n} changed\n"))
-        body = f"{subject}\n\nWhy it changes.\n\nSigned-off-by: Ann Author <ann@example.org>"
+        body = f"{subject}\n\nWhy it changes.\n\nSigned-off-by: meminit developers <meminit@localhost>"
         subprocess.run(["git", "-C", str(tree), *IDENT, "commit", "-q", "-am", body], check=True)
     changelog = tmp_path / "changelog"
-    changelog.write_text("mm: change three\n- reworded\n\nmm: change fifteen\n- no changes\n")
+    changelog.write_text("mm: change three\n- reworded\n\nmm: change fifteen\n- none\n")
     monkeypatch.setattr(mail, "CHANGELOG", changelog)
     monkeypatch.setattr(mail.read_changelog, "__defaults__", (changelog,))
     return tree
@@ -101,55 +114,88 @@ def tiny_series(tmp_path, monkeypatch) -> Path:
 
 def test_the_mail_applies_onto_the_base_without_its_changelog(tiny_series, tmp_path):
     tree = tiny_series
-    written = mail.write(tree, tmp_path / "mail", "mm: tiny", "What and why.\n", "RFC PATCH")
+    written = mail.write(tree, tmp_path / "mail", "mm: tiny", "What and why, → in UTF-8.\n", SENDER)
     assert [p.name for p in written.patches] == ["0001-mm-change-three.patch", "0002-mm-change-fifteen.patch"]
     cover = written.cover.read_text()
     assert mail.header_value(cover, "Subject") == "[RFC PATCH 0/2] mm: tiny"
-    assert mail.header_value(cover, "From") == "Ann Author <ann@example.org>"
-    assert "What and why." in cover and f"base-commit: {source.git(tree, 'rev-parse', 'base').strip()}" in cover
-    first = written.patches[0].read_text()
-    assert mail.header_value(first, "To") == "Mo Maintainer <mo@example.org>"
+    assert mail.header_value(cover, "From") == SENDER
+    assert "charset=UTF-8" in mail.header_value(cover, "Content-Type")
+    assert mail.header_value(cover, "To") == "Mo Maintainer <mo@example.org>, Sue Supporter <sue@example.org>"
+    assert "What and why" in cover and f"base-commit: {source.git(tree, 'rev-parse', 'base').strip()}" in cover
+    first, second = (p.read_text() for p in written.patches)
+    assert mail.header_value(first, "From") == SENDER
+    assert "Message-Id: <" in first and "@localhost" not in first
     assert mail.header_value(first, "Cc") == "Rae Reviewer <rae@example.org>, linux-mm@kvack.org"
-    assert "\n---\nChanges before the first posting:\n- reworded\n\n file.c | 2 +-" in first
-    assert written.mbox.read_text() == "".join(p.read_text() for p in [written.cover, *written.patches])
+    assert f"\nSigned-off-by: {SENDER}\n---\n{mail.CHANGELOG_HEADING}\n- reworded\n\n file.c | 2 +-" in first
+    assert "\n---\n file.c | 2 +-" in second     # "- none": no changelog
     applied = mail.apply_check(tree, written, tmp_path / "am")
     assert not (tmp_path / "am").exists()
-    # git am dropped the changelog: the commits it made are the series, messages and all
-    assert mail.same_series(tree, applied) is None
+    # git am dropped the changelog: the commits it made are the series, signed off by the sender
+    assert mail.same_series(tree, applied, SENDER) is None
     assert "reworded" not in source.git(tree, "log", "--format=%B", f"base..{applied}")
+    assert source.git(tree, "log", "-1", "--format=%an <%ae>", applied).strip() == SENDER
     assert source.git(tree, "rev-list", "--count", f"base..{applied}").strip() == "2"
 
 
 def test_a_changelog_above_the_dashes_would_be_caught(tiny_series, tmp_path, monkeypatch):
     monkeypatch.setattr(mail, "with_changelog", lambda text, changes: text.replace(
         "\n\nSigned-off-by", "\n\n" + "\n".join(changes) + "\n\nSigned-off-by", 1))
-    written = mail.write(tiny_series, tmp_path / "mail", "mm: tiny", "blurb\n")
+    written = mail.write(tiny_series, tmp_path / "mail", "mm: tiny", "blurb\n", SENDER)
     applied = mail.apply_check(tiny_series, written, tmp_path / "am")
-    assert "messages differ" in mail.same_series(tiny_series, applied)
+    assert "messages differ" in mail.same_series(tiny_series, applied, SENDER)
 
 
 def test_a_mbox_that_does_not_apply_is_reported(tiny_series, tmp_path):
-    written = mail.write(tiny_series, tmp_path / "mail", "mm: tiny", "blurb\n")
+    written = mail.write(tiny_series, tmp_path / "mail", "mm: tiny", "blurb\n", SENDER)
     written.mbox.write_text(written.mbox.read_text().replace("+line 3 changed", "+line 3 changed\n+extra"))
     with pytest.raises(MeminitError, match="git am .* failed"):
         mail.apply_check(tiny_series, written, tmp_path / "am")
 
 
-def test_the_cover_letter_quotes_the_docs_and_names_each_cpu(monkeypatch):
-    blurb = cover_letter.blurb(None, source.SOURCE_PACKAGE, "6.12.117-1~deb12u1")
+def test_the_out_dir_is_ours_or_empty_and_relative_to_where_we_are(tiny_series, tmp_path, monkeypatch):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "important-fix.patch").write_text("keep me")
+    with pytest.raises(MeminitError, match="files meminit did not write"):
+        mail.write(tiny_series, theirs, "mm: tiny", "blurb\n", SENDER)
+    assert (theirs / "important-fix.patch").read_text() == "keep me"
+    monkeypatch.chdir(tmp_path)
+    first = mail.write(tiny_series, Path("out"), "mm: tiny", "blurb\n", SENDER)
+    assert first.mbox == tmp_path / "out" / mail.MBOX_NAME and not (tiny_series / "out").exists()
+    again = mail.write(tiny_series, Path("out"), "mm: tiny v2", "blurb\n", SENDER)   # ours: replaced
+    assert "mm: tiny v2" in again.cover.read_text()
+
+
+def test_mail_edits_say_what_is_missing():
+    with pytest.raises(MeminitError, match="'---' line"):
+        mail.with_changelog("From: a\nSubject: s\n\nno dashes\n", ["- x"])
+    with pytest.raises(MeminitError, match="BLURB"):
+        mail.with_cover("Subject: *** SUBJECT HERE ***\n\nno blurb\n", "s", "b")
+    long_subject = "Subject: [RFC PATCH 00/17] " + "word " * 30 + "\nFrom: a\n\nbody\n"
+    folded = mail.folded_subject(long_subject)
+    assert all(len(line) <= mail.HEADER_WIDTH for line in folded.splitlines())
+    assert mail.header_value(folded, "Subject") == mail.header_value(long_subject, "Subject")
+
+
+def test_the_cover_letter_quotes_the_docs_and_names_each_cpu():
+    blurb = cover_letter.blurb(source.SOURCE_PACKAGE, "6.12.117-1~deb12u1")
     doc = cover_letter.SERIES_DOC.read_text()
-    assert cover_letter.doc_section(doc, "Why").split("\n")[0] in blurb
-    assert cover_letter.doc_section(doc, "Open questions").split("\n")[0] in blurb
+    flat = " ".join(blurb.split())
+    for heading in ("Why", "Open questions"):
+        assert " ".join(cover_letter.doc_section(doc, heading).split()) in flat
     for summary in cover_letter.bench_results.load_all():
         assert summary["cpu_model"] in blurb
-    assert "linux-source-6.12 6.12.117-1~deb12u1" in blurb
-    table_lines = [line for line in blurb.splitlines() if not line.startswith(("|", "fork", "accelerator"))]
-    assert max(len(line) for line in table_lines) <= 80
+        assert summary["date"][:10] in blurb
+    assert "in a VM" in blurb   # the Xeon's figures say where they come from
+    assert "linux-source-6.12 6.12.117-1~deb12u1 (upstream v6.12.117" in flat
+    assert max(len(line) for line in blurb.splitlines()) <= cover_letter.WIDTH
 
 
 def test_mailing_the_series_passes_checkpatch_and_git_am(kernel_trees, tmp_path):
     assert kernel_trees.series == paths.KERNEL_TREE
-    written = kernel_commands.export_mail(tmp_path / "mail", "RFC PATCH", None)
+    if source.base_is_reproducible(paths.KERNEL_TREE):
+        pytest.skip(f"{paths.KERNEL_TREE} was unpacked before the base commit's date was fixed")
+    written = kernel_commands.export_mail(tmp_path / "mail", SENDER)
     assert len(written.patches) == len(source.read_series())
-    assert all("Changes before the first posting:" in p.read_text() for p in written.patches)
     assert "linux-mm@kvack.org" in mail.header_value(written.cover.read_text(), "Cc")
+    assert all(SENDER in p.read_text() for p in written.patches)

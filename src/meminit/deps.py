@@ -57,7 +57,12 @@ def ensure(packages: dict[str, str]) -> None:
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     if not _updated:
         print("meminit: apt-get update", file=sys.stderr, flush=True)
-        proc.run(["apt-get", "update", "-q"], env=env, check=False)
+        update = proc.run(["apt-get", "update", "-q"], env=env, check=False)
+        complaints = [line for line in update.stdout.splitlines() + update.stderr.splitlines()
+                      if line.startswith(("E:", "W:", "Err:"))]
+        if update.returncode != 0 or complaints:   # the install below may still work: say it
+            print(f"meminit: apt-get update (exit {update.returncode}):\n"
+                  + proc.tail("\n".join(complaints) or update.stderr), file=sys.stderr, flush=True)
         _updated = True
     for name in todo:
         print(f"meminit: apt-get install {name}", file=sys.stderr, flush=True)

@@ -12,7 +12,12 @@ from meminit import checks, paths, proc, source
 from meminit.errors import MeminitError
 
 CHANGELOG = paths.PATCHES / "changelog"
+CHANGELOG_HEADING = "Changes from the review before this posting:"
+NO_CHANGES = ["- none"]   # a block that says so: no changelog in that patch's mail
 MBOX_NAME = "series.mbox"
+MARKER = ".meminit-mail"  # a directory with it holds mail of ours, which the next export replaces
+# get_maintainer.pl's roles for the people who take a patch (MAINTAINERS' M: lines)
+TO_ROLES = ("maintainer", "supporter", "odd fixer", "chief penguin")
 COVER_SUBJECT_PLACEHOLDER = "*** SUBJECT HERE ***"
 COVER_BLURB_PLACEHOLDER = "*** BLURB HERE ***"
 
@@ -52,8 +57,9 @@ def read_changelog(path: Path = CHANGELOG) -> dict[str, list[str]]:
 
 
 def changelog_for(subjects: list[str], blocks: dict[str, list[str]]) -> dict[str, list[str]]:
-    """Each subject's block; fails naming every patch without one, or with an empty one, and
-    every block that names no patch (a renamed patch whose block was left behind)."""
+    """Each subject's block (NO_CHANGES for "- none"); fails naming every patch without one,
+    or with an empty one, and every block that names no patch (a renamed patch whose block
+    was left behind)."""
     missing = [s for s in subjects if not blocks.get(s)]
     stray = [s for s in blocks if s not in subjects]
     problems = [f"no changelog for {s!r}" for s in missing] + [f"changelog for no patch: {s!r}" for s in stray]
@@ -67,20 +73,27 @@ _ADDRESS = re.compile(r"<?([^<>\s]+@[^<>\s]+?)>?$")
 
 def parse_get_maintainer(output: str, author: str) -> Recipients:
     """get_maintainer.pl's lines ("Name <addr> (role:SECTION)", "list@host (open list:...)"):
-    maintainers to To, reviewers and lists to Cc, the patch's author left out, no repeats."""
+    those who take patches (TO_ROLES) to To, reviewers and lists to Cc; the author, addresses
+    nobody can mail (@localhost) and repeats of an address (in any case) left out."""
     to: list[str] = []
     cc: list[str] = []
-    author_address = _address(author)
+    seen = {_address(author)}
     for line in output.splitlines():
         line = line.strip()
         if not line or "@" not in line:
             continue
         who, _, role = line.partition(" (")
         who = who.strip()
-        if _address(who) == author_address or who in to or who in cc:
+        address = _address(who)
+        if address in seen or not mailable(address):
             continue
-        (to if role.startswith("maintainer") else cc).append(who)
+        seen.add(address)
+        (to if role.startswith(TO_ROLES) else cc).append(who)
     return Recipients(tuple(to), tuple(cc))
+
+
+def mailable(address: str) -> bool:
+    return "@" in address and not address.endswith(("@localhost", "@localhost.localdomain"))
 
 
 def _address(who: str) -> str:
@@ -145,9 +158,46 @@ def with_changelog(text: str, changes: list[str]) -> str:
     marker = "\n---\n"
     if marker not in text:
         raise MeminitError("a patch mail without its '---' line")
+    if changes == NO_CHANGES:
+        return text
     before, after = text.split(marker, 1)
-    block = "\n".join(["Changes before the first posting:", *changes]) + "\n\n"
+    block = "\n".join([CHANGELOG_HEADING, *changes]) + "\n\n"
     return before + marker + block + after
+
+
+def as_sender(text: str, author: str, sender: str) -> str:
+    """The mail from `sender`, who signs it off in the author's place (the series' commits
+    carry the harness's identity, which is no address)."""
+    text = with_sender(text, sender)
+    head, body = headers(text)
+    return head + "\n\n" + signed_off_by(body, author, sender)
+
+
+def signed_off_by(text: str, author: str, sender: str) -> str:
+    """`text` with the author's Signed-off-by lines made the sender's."""
+    return re.sub(rf"^Signed-off-by: {re.escape(author)}$", lambda m: f"Signed-off-by: {sender}", text, flags=re.M)
+
+
+def utf8_declared(text: str) -> str:
+    """A mail whose body has non-ASCII text, with the MIME headers that say it is UTF-8."""
+    head, body = headers(text)
+    if body.isascii() or re.search(r"^Content-Type:", head, re.M | re.I):
+        return text
+    return (head + "\nMIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\n"
+            "Content-Transfer-Encoding: 8bit\n\n" + body)
+
+
+def folded_subject(text: str) -> str:
+    """The mail with its Subject: folded at spaces to lines of at most HEADER_WIDTH."""
+    subject = header_value(text, "Subject")
+    lines = ["Subject:"]
+    for word in subject.split(" "):
+        if len(lines[-1]) + 1 + len(word) > HEADER_WIDTH and lines[-1] != "Subject:":
+            lines.append("")
+        lines[-1] += " " + word
+    head, body = headers(text)
+    head = re.sub(r"^Subject: .*(?:\n[ \t].*)*$", lambda m: "\n".join(lines), head, count=1, flags=re.M)
+    return head + "\n\n" + body
 
 
 def with_cover(text: str, subject: str, blurb: str) -> str:
@@ -157,46 +207,96 @@ def with_cover(text: str, subject: str, blurb: str) -> str:
     return text.replace(COVER_SUBJECT_PLACEHOLDER, subject).replace(COVER_BLURB_PLACEHOLDER, blurb.rstrip())
 
 
-def write(tree: Path, out_dir: Path, cover_subject: str, cover_blurb: str,
+def sender_from_git(repo: Path = paths.REPO) -> str:
+    """`Name <address>` of git's user.name and user.email where `repo` is; '' if unset."""
+    name, email = (proc.run(["git", "-C", str(repo), "config", key], check=False).stdout.strip()
+                   for key in ("user.name", "user.email"))
+    return f"{name} <{email}>" if name and email else ""
+
+
+def check_sender(sender: str) -> str:
+    if not sender:
+        raise MeminitError("who sends and signs off the series? --from 'Name <you@example.org>' "
+                           "(or git config user.name and user.email)")
+    if not mailable(_address(sender)) or "<" not in sender:
+        raise MeminitError(f"--from {sender!r}: not 'Name <address>' with an address one can mail")
+    return sender
+
+
+def prepare_dir(out_dir: Path) -> None:
+    """out_dir empty or made by us (MARKER): then our old mail goes; anything else is refused."""
+    if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / MARKER).exists():
+        raise MeminitError(f"{out_dir} has files meminit did not write: choose an empty or new directory")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for old in [*out_dir.glob("[0-9][0-9][0-9][0-9]-*.patch"), out_dir / MBOX_NAME]:
+        old.unlink(missing_ok=True)
+    (out_dir / MARKER).write_text("mail written by meminit export --mbox; the next export replaces it\n")
+
+
+def write(tree: Path, out_dir: Path, cover_subject: str, cover_blurb: str, sender: str,
           subject_prefix: str = "RFC PATCH") -> Mail:
-    """format-patch base..HEAD of `tree` into out_dir as mail, then one mbox of it."""
+    """format-patch base..HEAD of `tree` into out_dir as mail from `sender`, then one mbox of it."""
+    sender = check_sender(sender)
+    out_dir = out_dir.resolve()   # format-patch runs in the tree
     subjects = source.git(tree, "log", "--reverse", "--format=%s", f"{source.BASE_TAG}..HEAD").splitlines()
     if not subjects:
         raise MeminitError(f"{tree} has no commits on {source.BASE_TAG}: nothing to mail")
     changes = changelog_for(subjects, read_changelog())
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for old in [*out_dir.glob("*.patch"), out_dir / MBOX_NAME]:
-        old.unlink(missing_ok=True)
-    written = source.git(tree, "format-patch", "--cover-letter", f"--base={source.BASE_TAG}",
-                         "--thread=shallow", f"--subject-prefix={subject_prefix}", "--abbrev=12",
-                         "--no-signature", "-o", str(out_dir), f"{source.BASE_TAG}..HEAD")
+    prepare_dir(out_dir)
+    # the sender's address in the Message-Ids (format-patch takes the committer's)
+    written = proc.run(["git", "-C", str(tree), *source.GIT_IDENTITY, "-c", f"user.email={_address(sender)}",
+                        "format-patch", "--cover-letter", f"--base={source.BASE_TAG}", "--thread=shallow",
+                        f"--subject-prefix={subject_prefix}", "--abbrev=12", "--no-signature",
+                        "-o", str(out_dir), f"{source.BASE_TAG}..HEAD"], "git format-patch").stdout
     files = [Path(line) for line in written.splitlines() if line.strip()]
     cover, patches = files[0], files[1:]
-    everyone_to: list[str] = []
-    everyone_cc: list[str] = []
-    sender = header_value(patches[0].read_text(), "From")
+    if len(patches) != len(subjects):
+        raise MeminitError(f"git format-patch wrote {len(patches)} patches for {len(subjects)} commits")
+    everyone: list[Recipients] = []
     for patch, subject in zip(patches, subjects):
         text = patch.read_text()
-        who = recipients(tree, patch, header_value(text, "From"))
-        everyone_to += [a for a in who.to if a not in everyone_to]
-        everyone_cc += [a for a in who.cc if a not in everyone_cc]
-        patch.write_text(with_recipients(with_changelog(text, changes[subject]), who))
+        try:
+            author = header_value(text, "From")
+            who = recipients(tree, patch, author)
+            text = with_changelog(as_sender(text, author, sender), changes[subject])
+        except MeminitError as error:
+            raise MeminitError(f"{patch}: {error}") from error
+        everyone.append(who)
+        patch.write_text(with_recipients(text, who))
     cover_text = with_sender(with_cover(cover.read_text(), cover_subject, cover_blurb), sender)
-    cover.write_text(with_recipients(cover_text, Recipients(tuple(everyone_to),
-                                                            tuple(a for a in everyone_cc if a not in everyone_to))))
+    cover.write_text(utf8_declared(folded_subject(with_recipients(cover_text, union(everyone)))))
     mbox = out_dir / MBOX_NAME
-    mbox.write_text("".join(f.read_text() for f in files))
+    mbox.write_text("\n".join(f.read_text() for f in files))
     return Mail(cover=cover, patches=patches, mbox=mbox)
 
 
-def same_series(tree: Path, applied: str) -> str | None:
-    """Why the commits git am made differ from base..HEAD (their tree, or a message: the
-    changelog leaking into a commit), or None."""
+def union(each: list[Recipients]) -> Recipients:
+    """Everyone once (by address), To before Cc: the cover letter's recipients."""
+    to: dict[str, str] = {}
+    cc: dict[str, str] = {}
+    for who in each:
+        for person in who.to:
+            to.setdefault(_address(person), person)
+    for who in each:
+        for person in who.cc:
+            if _address(person) not in to:
+                cc.setdefault(_address(person), person)
+    return Recipients(tuple(to.values()), tuple(cc.values()))
+
+
+def same_series(tree: Path, applied: str, sender: str) -> str | None:
+    """Why the commits git am made differ from base..HEAD signed off by `sender` (their tree,
+    or a message: the changelog leaking into a commit), or None."""
     if source.git(tree, "rev-parse", f"{applied}^{{tree}}") != source.git(tree, "rev-parse", "HEAD^{tree}"):
         return "the applied series does not end at the series' tree"
-    messages = [source.git(tree, "log", "--reverse", "--format=%B%x00", f"{source.BASE_TAG}..{rev}")
-                for rev in (applied, "HEAD")]
-    if messages[0] != messages[1]:
+    mailed = [m.strip() for m in source.git(tree, "log", "--reverse", "--format=%x00%B",
+                                            f"{source.BASE_TAG}..{applied}").split("\x00")[1:]]
+    expected = []
+    for entry in source.git(tree, "log", "--reverse", "--format=%x00%an <%ae>%x01%B",
+                            f"{source.BASE_TAG}..HEAD").split("\x00")[1:]:
+        author, _, message = entry.partition("\x01")
+        expected.append(signed_off_by(message, author, sender).strip())
+    if mailed != expected:
         return "the applied commits' messages differ from the series' (changelog below '---' kept?)"
     return None
 

@@ -15,6 +15,7 @@ from typing import IO
 from meminit.errors import MeminitError
 
 TAIL_LINES = 15
+STOP_GRACE_S = 10.0
 
 
 def tail(text: str, lines: int = TAIL_LINES) -> str:
@@ -32,9 +33,9 @@ def run(cmd: list[str], what: str | None = None, *, cwd: Path | None = None,
     """
     what = what or " ".join(cmd[:4])
     try:
-        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                              input=input, env=env)
-    except FileNotFoundError as exc:
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, errors="replace",
+                              timeout=timeout, input=input, env=env)
+    except OSError as exc:   # missing, not executable
         raise MeminitError(f"{what}: {exc}") from exc
     except subprocess.TimeoutExpired as exc:
         raise MeminitError(f"{what}: timed out after {timeout:.0f} s") from exc
@@ -50,8 +51,10 @@ def stream(cmd: list[str], what: str | None = None, *, log: Path | None = None,
     """Run cmd, writing each output line to `log` and passing it to `on_line`; its exit code.
 
     stderr joins stdout unless merge_stderr is False (then it goes to our stderr). On any
-    exception, Ctrl-C included, the child is killed before it propagates: a child in its
-    own session (preexec) would not see the Ctrl-C, and callers restore state after us.
+    exception, Ctrl-C included, the child is stopped before it propagates: a child in its
+    own session (preexec) never sees the Ctrl-C and is killed at once; one in ours got it
+    too and has STOP_GRACE_S to finish (make removes its half-written targets) before the
+    kill. Callers restore state after us.
     """
     what = what or " ".join(cmd[:4])
     out: IO[str] | None = log.open("w") if log else None
@@ -60,7 +63,7 @@ def stream(cmd: list[str], what: str | None = None, *, log: Path | None = None,
                                  stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT if merge_stderr else None,
                                  preexec_fn=preexec)
-    except FileNotFoundError as exc:
+    except OSError as exc:
         if out:
             out.close()
         raise MeminitError(f"{what}: {exc}") from exc
@@ -73,6 +76,11 @@ def stream(cmd: list[str], what: str | None = None, *, log: Path | None = None,
                 on_line(line)
         return child.wait()
     except BaseException:
+        if preexec is None:
+            try:
+                child.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
         child.kill()
         child.wait()
         raise

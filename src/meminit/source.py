@@ -83,7 +83,9 @@ def _unpack(version: str, tree: Path) -> None:
     git(inner, "add", "-A", "-f", ".")
     # A fixed date: the same package then gives the same base commit on every machine, so a
     # mailed series' base-commit names a commit anyone can recreate with `meminit tree`.
-    dated = dict(os.environ, GIT_AUTHOR_DATE=BASE_DATE, GIT_COMMITTER_DATE=BASE_DATE)
+    # No user or system git config either: commit.gpgSign and the like would change it.
+    dated = dict(os.environ, GIT_AUTHOR_DATE=BASE_DATE, GIT_COMMITTER_DATE=BASE_DATE,
+                 GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1")
     git(inner, "commit", "-q", "-m", f"base: Debian {SOURCE_PACKAGE} {version}", env=dated)
     git(inner, "tag", BASE_TAG)
     git(inner, "config", "meminit.sourceversion", version)
@@ -91,6 +93,14 @@ def _unpack(version: str, tree: Path) -> None:
         shutil.rmtree(tree)
     inner.rename(tree)
     shutil.rmtree(tmp)
+
+
+def base_is_reproducible(tree: Path) -> str | None:
+    """Why the tree's base commit is not the one `meminit tree` makes today, or None."""
+    date = git(tree, "log", "-1", "--format=%cI", BASE_TAG).strip()
+    if date.replace("+00:00", "Z") != BASE_DATE:
+        return f"{tree}'s {BASE_TAG} commit is dated {date}, not {BASE_DATE} (made before its date was fixed)"
+    return None
 
 
 def _applied_marker(tree: Path) -> Path:

@@ -206,12 +206,15 @@ def guest_script_file(shared_dir: Path, name: str) -> Path:
 def guest_wrapper(spec: BootSpec, shared_dir: Path) -> str:
     """Wrap the scenario script so its exit code and dmesg land in files, not on the console.
 
+    The script stands on lines of its own, so a trailing comment or a here-doc in it ends
+    where it should.
+
     The guest reboots through sysrq, and vng's -no-reboot turns that reboot into QEMU's
     exit: it needs no ACPI power-off and no init system, and cannot hang in shutdown.
     """
     exit_file, dmesg_file, stderr_file = guest_files(shared_dir, spec.name)
     return (f"cd {shlex.quote(str(shared_dir))}; "
-            f"( {spec.script} ) 2> {shlex.quote(str(stderr_file))}; rc=$?; "
+            f"(\n{spec.script}\n) 2> {shlex.quote(str(stderr_file))}; rc=$?; "
             f"dmesg > {shlex.quote(str(dmesg_file))}; "
             f"echo $rc > {shlex.quote(str(exit_file))}; sync; "
             "echo b > /proc/sysrq-trigger")

@@ -29,7 +29,7 @@ def _cmd_boot(args: argparse.Namespace) -> int:
     # the command's output, apart from the kernel's console, for the user's terminal
     output = run_dir / f"{args.variant}.stdout"
     spec = vm.BootSpec(image=kernel.image, kernel=kernel.variant, name=args.variant,
-                       script=f"( {args.command} ) > {shlex.quote(str(output))}",
+                       script=f"(\n{args.command}\n) > {shlex.quote(str(output))}",
                        memory_bytes=args.memory or vm.DEFAULT_MEMORY, cpus=args.cpus, append=args.append)
     result = vm.boot(spec, run_dir, accel)
     if output.exists():

@@ -1,14 +1,12 @@
 """The mailed series' cover letter: what and why and the open questions from
-docs/series.md, the measured tables with their machines (bench/results/, and the latest
-`meminit run` if there is one), and how the series was tested, from the harness itself."""
+docs/series.md, the measured tables with their machines (bench/results/), and what the
+harness checks on every series it tests."""
 
 from __future__ import annotations
 
-import json
 import textwrap
-from pathlib import Path
 
-from meminit import bench_results, configs, paths, results, scenarios, selftests, soak, tables, units
+from meminit import bench_results, configs, paths, selftests, soak, tables, units
 from meminit.errors import MeminitError
 
 SERIES_DOC = paths.REPO / "docs" / "series.md"
@@ -29,6 +27,31 @@ def doc_section(text: str, heading: str) -> str:
 def intro(text: str) -> str:
     """The document's first paragraph (with its list): what the series does."""
     return text.split("\n", 1)[1].strip().split("\n\n", 1)[0]
+
+
+def rewrap(markdown: str, width: int = WIDTH) -> str:
+    """Paragraphs and `*`/`-` list items of a Markdown section refilled to `width`."""
+    blocks = []
+    for paragraph in markdown.split("\n\n"):
+        items: list[list[str]] = []
+        for line in paragraph.splitlines():
+            if line.startswith(("* ", "- ")) or not items:
+                items.append([line.strip()])
+            else:
+                items[-1].append(line.strip())
+        blocks.append("\n".join(
+            textwrap.fill(" ".join(item), width, subsequent_indent="  " if item[0][:2] in ("* ", "- ") else "")
+            for item in items))
+    return "\n\n".join(blocks)
+
+
+def provenance(summary: dict) -> str:
+    """Where a CPU's figures come from, as bench/results/ keeps it."""
+    parts = [f"{summary['reps']} interleaved repetitions" if summary.get("reps") else "",
+             "in a VM" if summary.get("hypervisor") else "",
+             f"load {summary['loadavg_start']} -> {summary['loadavg_end']}" if summary.get("loadavg_start") else "",
+             summary.get("note") or "", bench_results.auto_verdict(summary)]
+    return "; ".join(p for p in parts if p)
 
 
 def bench_table(summaries: list[dict], size: int = TABLE_SIZE) -> str:
@@ -52,71 +75,55 @@ def bench_table(summaries: list[dict], size: int = TABLE_SIZE) -> str:
         if not rows:
             continue
         head = ["1 thread", "slow", "template", "streaming", "auto", "tmpl/slow", "strm/slow"]
-        reps = f"{summary['reps']} interleaved repetitions; " if summary.get("reps") else ""
-        title = f"{bench_results.label(summary)} ({summary['date'][:10]}, {reps}{bench_results.auto_verdict(summary)}):"
+        title = f"{bench_results.label(summary)}, {summary['date'][:10]} ({provenance(summary)}):"
         blocks.append(textwrap.fill(title, WIDTH) + "\n" + tables.render_table(head, rows))
     if not blocks:
         return "(no CPU in bench/results/ has a run at this size)"
-    return (f"GB/s of struct pages written, {units.format_size(size)} of memmap, median of the run:\n\n"
-            + "\n\n".join(blocks))
-
-
-def latest_run(results_dir: Path = paths.RESULTS) -> Path | None:
-    """The newest `meminit run` that timed memmap inits (a fork-only run says nothing of the series)."""
-    for run in sorted((p.parent for p in results_dir.glob("run-*/" + results.RESULT_FILE)), reverse=True):
-        entries = json.loads((run / results.RESULT_FILE).read_text()).get("scenarios", [])
-        if any(e.get("kind", "memmap") == "memmap" for e in entries):
-            return run
-    return None
-
-
-def run_table(run_dir: Path) -> str:
-    result = json.loads((run_dir / results.RESULT_FILE).read_text())
-    return f"`meminit run`, {run_dir.name}:\n\n" + scenarios.render(result)
+    return (f"GB/s of struct pages written, {units.format_size(size)} of memmap, median of the run;\n"
+            "o0: order-0 pages, o9: 2 MiB compound pages; cold, just zeroed (warm) or\n"
+            "read back first (readback):\n\n" + "\n\n".join(blocks))
 
 
 def how_tested() -> str:
+    """What the harness checks on every series it tests (its code, not a claim about one run)."""
     suites = [s.strip() for s in (paths.CONFIG_DIR / "kunit-suites.txt").read_text().splitlines()
               if s.strip() and not s.startswith("#")]
-    ci_targets = [n for n, t in configs.TARGETS.items() if t.in_ci]
-    other_targets = [n for n, t in configs.TARGETS.items() if not t.in_ci]
+    kunit_targets = "; ".join(f"{n} ({', '.join(t.suites)}){'' if t.in_ci else ', by hand'}"
+                              for n, t in configs.TARGETS.items())
     items = [
-        "`meminit check-series`: every prefix builds (the debug config below), the files each "
-        "prefix touches compile with W=1 and no warning on an added line, checkpatch --strict.",
+        "Every prefix builds (the debug config below), the files each prefix touches compile "
+        "with W=1 and no warning on an added line, every patch is checkpatch --strict clean.",
         f"KUnit ({', '.join(suites)}) booted in QEMU on a debug kernel: DEBUG_VM, PROVE_LOCKING, "
         "PREEMPT full, DEBUG_PAGE_REF, 2 NUMA nodes with the pmem on the node without CPUs; "
-        "the test fails if a fast-path case skips there.",
-        f"The same suites through kunit.py on {', '.join(ci_targets)} (every CI run) and "
-        f"{', '.join(other_targets)} (`meminit check-configs`); W=1 compiles under "
+        "a fast-path case that skips there fails the test.",
+        f"KUnit through kunit.py elsewhere: {kunit_targets}. W=1 compiles under "
         f"{', '.join(configs.COMPILE_TARGETS)}.",
-        "Struct pages hashed after a rebind in every mode (slow, template, streaming, auto) and "
-        "compared, by the test command and every `meminit run`: fsdax map=dev, devdax align=2M, "
-        "device-private (test_hmm).",
-        f"A soak of {soak.SHORT_CYCLES} bind/unbind cycles per scenario with CPU hotplug, "
-        "injected allocation failures and kmemleak (`meminit soak` runs 100).",
-        f"The kernel's mm selftests on base and series side by side ({len(selftests.SELFTESTS)} "
-        f"programs; {len(selftests.FAST)} of them on every CI run).",
+        "Struct pages hashed after rebinds in every mode (slow, template, streaming, auto) and "
+        "compared: fsdax map=dev, devdax align=2M, device-private (test_hmm).",
+        f"A soak of {soak.SHORT_CYCLES} bind/unbind cycles per device type with CPU hotplug, "
+        "injected allocation failures and kmemleak (100 by hand).",
+        f"The kernel's mm selftests on base and series side by side ({len(selftests.FAST)} "
+        f"programs on every test run, all {len(selftests.SELFTESTS)} by hand).",
     ]
     return "\n".join(textwrap.fill(item, WIDTH, initial_indent="- ", subsequent_indent="  ")
-                     for item in items)
+                      for item in items)
 
 
-def blurb(run_dir: Path | None, source_package: str, source_version: str) -> str:
+def blurb(source_package: str, source_version: str) -> str:
     doc = SERIES_DOC.read_text()
+    upstream = source_version.split("-")[0]
     parts = [
-        intro(doc),
-        "Why\n---\n\n" + doc_section(doc, "Why"),
+        rewrap(intro(doc)),
+        "Why\n---\n\n" + rewrap(doc_section(doc, "Why")),
         "Measured\n--------\n\n" + textwrap.fill(
-            "The userspace benchmark (bench/ in the harness) replays the kernel's memmap writes on "
-            "the real CPU; our guests run under TCG, so their timings are functional only.", WIDTH)
+            "A userspace benchmark replays the kernel's memmap writes on the real CPU (the slow "
+            "path's per-PFN sequence included); our guests run under QEMU's TCG, so their timings "
+            "are functional only and are not quoted.", WIDTH)
         + "\n\n" + bench_table(bench_results.load_all()),
-    ]
-    if run_dir:
-        parts.append(run_table(run_dir))
-    parts += [
-        "How it was tested\n-----------------\n\n" + how_tested(),
-        "Open questions\n--------------\n\n" + doc_section(doc, "Open questions"),
-        textwrap.fill(f"The base is Debian's {source_package} {source_version}, unpacked and committed "
-                      "as is (the harness's `meminit tree` recreates the base-commit below).", WIDTH),
+        "How it is tested\n----------------\n\n" + how_tested(),
+        "Open questions\n--------------\n\n" + rewrap(doc_section(doc, "Open questions")),
+        textwrap.fill(f"The base is Debian's {source_package} {source_version} (upstream v{upstream} "
+                      "with Debian's patches), unpacked and committed as is; the base-commit below is "
+                      "that commit, the same on every machine with this package.", WIDTH),
     ]
     return "\n\n".join(parts) + "\n"

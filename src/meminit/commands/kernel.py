@@ -21,37 +21,41 @@ def _cmd_tree(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    if args.mbox is not None:
-        source.prepare_trees()   # a fresh checkout has no tree yet: patches/ applied
+    if args.mbox is not None and not paths.KERNEL_TREE.exists():
+        source.prepare_trees()   # a fresh checkout: the tree is patches/ applied
     written = source.export_series()
     for patch in written:
         print(f"patches/{patch.name}")
     print(f"{len(written)} patches exported; patches/series updated")
     if args.mbox is not None:
-        export_mail(Path(args.mbox), args.subject_prefix, args.run)
+        export_mail(Path(args.mbox), args.sender or mail.sender_from_git(), args.subject_prefix)
     return 0
 
 
-def export_mail(out_dir: Path, subject_prefix: str, run_dir: str | None) -> mail.Mail:
-    """The series as mail in out_dir, checked as it will be sent: checkpatch --strict on every
-    patch, and git am of the mbox onto the base reaching the series' tree."""
+def export_mail(out_dir: Path, sender: str, subject_prefix: str = "RFC PATCH") -> mail.Mail:
+    """The series as mail in out_dir from `sender`, checked as it will be sent: checkpatch
+    --strict on every patch, and git am of the mbox onto the base giving the series."""
     tree = paths.KERNEL_TREE
-    run = Path(run_dir) if run_dir else cover_letter.latest_run()
-    blurb = cover_letter.blurb(run, source.SOURCE_PACKAGE, source.source_version())
-    written = mail.write(tree, out_dir, cover_letter.SUBJECT, blurb, subject_prefix)
+    mail.check_sender(sender)
+    stale = source.base_is_reproducible(tree)
+    if stale:
+        raise MeminitError(f"{stale}: its hash is no base-commit anyone can recreate. Export your "
+                           f"work, then `rm -rf {tree} && meminit tree`")
+    blurb = cover_letter.blurb(source.SOURCE_PACKAGE, source.source_version())
+    written = mail.write(tree, out_dir, cover_letter.SUBJECT, blurb, sender, subject_prefix)
     print(f"meminit: checking the mail as sent: checkpatch --strict, git am onto {source.BASE_TAG}",
           file=sys.stderr, flush=True)
     failures = mail.checkpatch(tree, written)
     if failures:
         raise MeminitError("the mailed patches are not checkpatch --strict clean:\n" + "\n".join(failures))
     applied = mail.apply_check(tree, written, paths.WORK / "mail-am-check")
-    differs = mail.same_series(tree, applied)
+    differs = mail.same_series(tree, applied, sender)
     if differs:
         raise MeminitError(f"git am of {written.mbox} onto {source.BASE_TAG}: {differs}")
     print(f"mail: {written.cover}")
-    print(f"      {len(written.patches)} patches beside it, all of it in {written.mbox}")
-    print("cover letter's measured tables: bench/results/" + (f" and {run}" if run else " (no `meminit run` yet)"))
-    print(f"send with:  git send-email --from='Your Name <you@example.org>' {out_dir}/*.patch")
+    print(f"      and {len(written.patches)} patches beside it, all of it in {written.mbox}")
+    print(f"from and signed off by {sender}; checkpatch --strict clean; git am gives the series")
+    print(f"send with:  git send-email {written.cover.parent}/*.patch")
     return written
 
 
@@ -64,10 +68,11 @@ def _register_source(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mbox", nargs="?", const=str(MAIL_DIR), default=None, metavar="DIR",
                    help="also write the series as mail: cover letter, recipients, changelog, one mbox "
                         f"(default DIR: {MAIL_DIR.relative_to(paths.REPO)}); checked with checkpatch and git am")
+    p.add_argument("--from", dest="sender", metavar="'NAME <ADDRESS>'",
+                   help="--mbox: who sends the mail and signs off the patches (default: git config "
+                        "user.name and user.email)")
     p.add_argument("--subject-prefix", default="RFC PATCH",
                    help="--mbox: the subjects' prefix (default 'RFC PATCH': the series is on 6.12, not mm)")
-    p.add_argument("--run", metavar="RUN_DIR",
-                   help="--mbox: the `meminit run` whose table the cover letter quotes (default: the latest)")
     p.set_defaults(func=_cmd_export)
 
 
