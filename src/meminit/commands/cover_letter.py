@@ -40,7 +40,8 @@ def rewrap(markdown: str, width: int = WIDTH) -> str:
             else:
                 items[-1].append(line.strip())
         blocks.append("\n".join(
-            textwrap.fill(" ".join(item), width, subsequent_indent="  " if item[0][:2] in ("* ", "- ") else "")
+            textwrap.fill(" ".join(item), width, break_on_hyphens=False,
+                          subsequent_indent="  " if item[0][:2] in ("* ", "- ") else "")
             for item in items))
     return "\n\n".join(blocks)
 
@@ -76,7 +77,7 @@ def bench_table(summaries: list[dict], size: int = TABLE_SIZE) -> str:
             continue
         head = ["1 thread", "slow", "template", "streaming", "auto", "tmpl/slow", "strm/slow"]
         title = f"{bench_results.label(summary)}, {summary['date'][:10]} ({provenance(summary)}):"
-        blocks.append(textwrap.fill(title, WIDTH) + "\n" + tables.render_table(head, rows))
+        blocks.append(fill(title) + "\n" + tables.render_table(head, rows))
     if not blocks:
         return "(no CPU in bench/results/ has a run at this size)"
     return (f"GB/s of struct pages written, {units.format_size(size)} of memmap, median of the run;\n"
@@ -85,28 +86,34 @@ def bench_table(summaries: list[dict], size: int = TABLE_SIZE) -> str:
 
 
 def how_tested() -> str:
-    """What the harness checks on every series it tests (its code, not a claim about one run)."""
+    """What the harness checks, and which checks every CI run makes (its code and .ci/run,
+    not a claim about one run)."""
     suites = [s.strip() for s in (paths.CONFIG_DIR / "kunit-suites.txt").read_text().splitlines()
               if s.strip() and not s.startswith("#")]
-    kunit_targets = "; ".join(f"{n} ({', '.join(t.suites)}){'' if t.in_ci else ', by hand'}"
-                              for n, t in configs.TARGETS.items())
+    targets = {ci: "; ".join(f"{n} ({', '.join(t.suites)})" for n, t in configs.TARGETS.items() if t.in_ci == ci)
+               for ci in (True, False)}
     items = [
-        "Every prefix builds (the debug config below), the files each prefix touches compile "
-        "with W=1 and no warning on an added line, every patch is checkpatch --strict clean.",
-        f"KUnit ({', '.join(suites)}) booted in QEMU on a debug kernel: DEBUG_VM, PROVE_LOCKING, "
-        "PREEMPT full, DEBUG_PAGE_REF, 2 NUMA nodes with the pmem on the node without CPUs; "
-        "a fast-path case that skips there fails the test.",
-        f"KUnit through kunit.py elsewhere: {kunit_targets}. W=1 compiles under "
-        f"{', '.join(configs.COMPILE_TARGETS)}.",
-        "Struct pages hashed after rebinds in every mode (slow, template, streaming, auto) and "
-        "compared: fsdax map=dev, devdax align=2M, device-private (test_hmm).",
-        f"A soak of {soak.SHORT_CYCLES} bind/unbind cycles per device type with CPU hotplug, "
-        "injected allocation failures and kmemleak (100 by hand).",
-        f"The kernel's mm selftests on base and series side by side ({len(selftests.FAST)} "
-        f"programs on every test run, all {len(selftests.SELFTESTS)} by hand).",
+        "Every CI run: the files each prefix touches compile with W=1 and no warning on an added "
+        "line, the whole series builds, every patch is checkpatch --strict clean. By hand: every "
+        "prefix builds in full.",
+        f"Every CI run: KUnit ({', '.join(suites)}) booted in QEMU on a debug kernel: DEBUG_VM, "
+        "PROVE_LOCKING, PREEMPT full, DEBUG_PAGE_REF, 2 NUMA nodes with the pmem on the node "
+        "without CPUs; a fast-path case that skips there fails the run.",
+        f"Every CI run: KUnit through kunit.py on {targets[True]}. By hand: {targets[False]}; "
+        f"W=1 compiles of the touched files under {', '.join(configs.COMPILE_TARGETS)}.",
+        "Every CI run: struct pages hashed after rebinds in every mode (slow, template, "
+        "streaming, auto) and compared: fsdax map=dev, devdax align=2M, device-private (test_hmm).",
+        f"Every CI run: a soak of {soak.SHORT_CYCLES} bind/unbind cycles per device type with CPU "
+        "hotplug, injected allocation failures and kmemleak; 100 by hand.",
+        f"Every CI run: {len(selftests.FAST)} of the kernel's mm selftests on the debug kernel. By "
+        f"hand: all {len(selftests.SELFTESTS)} on base and series side by side.",
     ]
-    return "\n".join(textwrap.fill(item, WIDTH, initial_indent="- ", subsequent_indent="  ")
-                      for item in items)
+    return "\n".join(fill(item, initial_indent="- ", subsequent_indent="  ") for item in items)
+
+
+def fill(text: str, **kwargs: str) -> str:
+    """textwrap.fill at WIDTH that never breaks a word at its hyphen (device-private)."""
+    return textwrap.fill(text, WIDTH, break_on_hyphens=False, **kwargs)
 
 
 def blurb(source_package: str, source_version: str) -> str:
@@ -115,15 +122,15 @@ def blurb(source_package: str, source_version: str) -> str:
     parts = [
         rewrap(intro(doc)),
         "Why\n---\n\n" + rewrap(doc_section(doc, "Why")),
-        "Measured\n--------\n\n" + textwrap.fill(
+        "Measured\n--------\n\n" + fill(
             "A userspace benchmark replays the kernel's memmap writes on the real CPU (the slow "
             "path's per-PFN sequence included); our guests run under QEMU's TCG, so their timings "
-            "are functional only and are not quoted.", WIDTH)
+            "are functional only and are not quoted.")
         + "\n\n" + bench_table(bench_results.load_all()),
         "How it is tested\n----------------\n\n" + how_tested(),
         "Open questions\n--------------\n\n" + rewrap(doc_section(doc, "Open questions")),
-        textwrap.fill(f"The base is Debian's {source_package} {source_version} (upstream v{upstream} "
-                      "with Debian's patches), unpacked and committed as is; the base-commit below is "
-                      "that commit, the same on every machine with this package.", WIDTH),
+        fill(f"The base is Debian's {source_package} {source_version} (upstream v{upstream} "
+             "with Debian's patches), unpacked and committed as is; the base-commit below is "
+             "that commit, the same on every machine with this package."),
     ]
     return "\n\n".join(parts) + "\n"
