@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from meminit import build, ktap, memmap_log, paths, results, selftest_results, selftests, soak, units, vm
+from meminit import build, ktap, memmap_log, results, selftest_results, selftests, soak, units, vm
 from meminit.scenarios import memmap
 
 pytestmark = pytest.mark.kernel
@@ -40,11 +40,6 @@ class SeriesBoot:
     run_dir: Path
     result: vm.BootResult
     accel: str
-
-
-def expected_suites() -> list[str]:
-    text = (paths.CONFIG_DIR / "kunit-suites.txt").read_text()
-    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
 
 
 def boot_with_rebinds(kernel: build.Kernel, run_dir: Path, accel: str, name: str,
@@ -112,7 +107,7 @@ def check_kunit(boot: SeriesBoot, kernel_src: Path, name: str) -> None:
     summary = boot.run_dir / f"{name}.kunit.txt"
     summary.write_text(kunit.summary + "\n")
     # our suites skip only what the machine cannot offer; this boot offers everything
-    problems = ktap.gate(kunit, expected_suites(), skips_allowed=False)
+    problems = ktap.gate(kunit, ktap.required_suites(), skips_allowed=False)
     assert not problems, f"{problems}; see {summary}"
 
 

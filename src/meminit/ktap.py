@@ -9,8 +9,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import proc
+from meminit import paths, proc
 from meminit.errors import MeminitError
+
+REQUIRED_SUITES_FILE = paths.CONFIG_DIR / "kunit-suites.txt"
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,12 @@ class KunitReport:
 
     def suites(self) -> set[str]:
         return {c.suite for c in self.cases}
+
+
+def required_suites() -> list[str]:
+    """The suites the booted series kernel must run (config/kunit-suites.txt)."""
+    lines = (line.strip() for line in REQUIRED_SUITES_FILE.read_text().splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
 
 
 def gate(report: KunitReport, suites: Iterable[str], *, must_pass: Iterable[str] = (),

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import checks, paths, proc, source
+from meminit import paths, proc, source
 from meminit.errors import MeminitError
 
 CHANGELOG = paths.PATCHES / "changelog"
@@ -116,41 +116,55 @@ def headers(text: str) -> tuple[str, str]:
     return head, body
 
 
+def _header(name: str) -> str:
+    """A regex of header `name` with its folded continuation lines; group 1 its value."""
+    return rf"^{name}: (.*(?:\n[ \t].*)*)$"
+
+
 def header_value(text: str, name: str) -> str:
     """An unfolded header of a mail."""
     head, _ = headers(text)
-    m = re.search(rf"^{name}: (.*(?:\n[ \t].*)*)", head, re.M | re.I)
+    m = re.search(_header(name), head, re.M | re.I)
     return re.sub(r"\n[ \t]+", " ", m.group(1)).strip() if m else ""
+
+
+def with_header(text: str, name: str, header: str) -> str:
+    """The mail with header `name` (and its continuation lines) replaced by `header`."""
+    head, body = headers(text)
+    head, count = re.subn(_header(name), lambda m: header, head, count=1, flags=re.M)
+    if not count:
+        raise MeminitError(f"a mail without a {name}: header")
+    return head + "\n\n" + body
 
 
 HEADER_WIDTH = 78
 
 
-def folded(name: str, addresses: tuple[str, ...]) -> str:
-    """`Name: a, b, ...` folded (RFC 5322) to lines of at most HEADER_WIDTH where it can be."""
+def folded(name: str, pieces: list[str]) -> str:
+    """`Name: piece piece ...` folded (RFC 5322) between pieces, to lines of at most
+    HEADER_WIDTH where it can be."""
     lines = [f"{name}:"]
-    for i, address in enumerate(addresses):
-        item = address + ("," if i < len(addresses) - 1 else "")
-        if len(lines[-1]) + 1 + len(item) > HEADER_WIDTH and lines[-1] != f"{name}:":
+    for piece in pieces:
+        if len(lines[-1]) + 1 + len(piece) > HEADER_WIDTH and lines[-1] != f"{name}:":
             lines.append("")
-        lines[-1] += " " + item
+        lines[-1] += " " + piece
     return "\n".join(lines)
+
+
+def address_list(name: str, addresses: tuple[str, ...]) -> str:
+    return folded(name, [a + "," for a in addresses[:-1]] + list(addresses[-1:]))
 
 
 def with_recipients(text: str, who: Recipients) -> str:
     head, body = headers(text)
-    lines = [folded("To", who.to)] if who.to else []
-    lines += [folded("Cc", who.cc)] if who.cc else []
+    lines = [address_list("To", who.to)] if who.to else []
+    lines += [address_list("Cc", who.cc)] if who.cc else []
     return "\n".join([head, *lines]) + "\n\n" + body
 
 
 def with_sender(text: str, sender: str) -> str:
     """The mail with its From: header (format-patch gives a cover letter the committer's)."""
-    head, body = headers(text)
-    head, count = re.subn(r"^From: .*(?:\n[ \t].*)*$", f"From: {sender}", head, count=1, flags=re.M)
-    if not count:
-        raise MeminitError("a mail without a From: header")
-    return head + "\n\n" + body
+    return with_header(text, "From", f"From: {sender}")
 
 
 def with_changelog(text: str, changes: list[str]) -> str:
@@ -189,15 +203,7 @@ def utf8_declared(text: str) -> str:
 
 def folded_subject(text: str) -> str:
     """The mail with its Subject: folded at spaces to lines of at most HEADER_WIDTH."""
-    subject = header_value(text, "Subject")
-    lines = ["Subject:"]
-    for word in subject.split(" "):
-        if len(lines[-1]) + 1 + len(word) > HEADER_WIDTH and lines[-1] != "Subject:":
-            lines.append("")
-        lines[-1] += " " + word
-    head, body = headers(text)
-    head = re.sub(r"^Subject: .*(?:\n[ \t].*)*$", lambda m: "\n".join(lines), head, count=1, flags=re.M)
-    return head + "\n\n" + body
+    return with_header(text, "Subject", folded("Subject", header_value(text, "Subject").split(" ")))
 
 
 def with_cover(text: str, subject: str, blurb: str) -> str:
@@ -244,10 +250,9 @@ def write(tree: Path, out_dir: Path, cover_subject: str, cover_blurb: str, sende
     changes = changelog_for(subjects, read_changelog())
     prepare_dir(out_dir)
     # the sender's address in the Message-Ids (format-patch takes the committer's)
-    written = proc.run(["git", "-C", str(tree), *source.GIT_IDENTITY, "-c", f"user.email={_address(sender)}",
-                        "format-patch", "--cover-letter", f"--base={source.BASE_TAG}", "--thread=shallow",
-                        f"--subject-prefix={subject_prefix}", "--abbrev=12", "--no-signature",
-                        "-o", str(out_dir), f"{source.BASE_TAG}..HEAD"], "git format-patch").stdout
+    written = source.git(tree, "-c", f"user.email={_address(sender)}", "format-patch", "--cover-letter",
+                         f"--base={source.BASE_TAG}", "--thread=shallow", f"--subject-prefix={subject_prefix}",
+                         "--abbrev=12", "--no-signature", "-o", str(out_dir), f"{source.BASE_TAG}..HEAD")
     files = [Path(line) for line in written.splitlines() if line.strip()]
     cover, patches = files[0], files[1:]
     if len(patches) != len(subjects):
@@ -299,11 +304,6 @@ def same_series(tree: Path, applied: str, sender: str) -> str | None:
     if mailed != expected:
         return "the applied commits' messages differ from the series' (changelog below '---' kept?)"
     return None
-
-
-def checkpatch(tree: Path, mail: Mail) -> list[str]:
-    """checkpatch --strict on every patch as it will be sent (headers, changelog and all)."""
-    return checks.checkpatch(tree, mail.patches)
 
 
 def apply_check(tree: Path, mail: Mail, scratch: Path) -> str:

@@ -94,7 +94,7 @@ def interactive(cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] 
     """Run cmd on our terminal (its output is for the user as it comes); its exit code."""
     try:
         return subprocess.run(cmd, cwd=cwd, env=env).returncode
-    except FileNotFoundError as exc:
+    except OSError as exc:
         raise MeminitError(f"{cmd[0]}: {exc}") from exc
 
 

@@ -95,7 +95,7 @@ def _unpack(version: str, tree: Path) -> None:
     shutil.rmtree(tmp)
 
 
-def base_is_reproducible(tree: Path) -> str | None:
+def unreproducible_base(tree: Path) -> str | None:
     """Why the tree's base commit is not the one `meminit tree` makes today, or None."""
     date = git(tree, "log", "-1", "--format=%cI", BASE_TAG).strip()
     if date.replace("+00:00", "Z") != BASE_DATE:

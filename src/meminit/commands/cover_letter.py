@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import textwrap
 
-from meminit import bench_results, configs, paths, selftests, soak, tables, units
+from meminit import bench_results, configs, ktap, paths, selftests, soak, tables, units
 from meminit.errors import MeminitError
 
 SERIES_DOC = paths.REPO / "docs" / "series.md"
@@ -29,8 +29,8 @@ def intro(text: str) -> str:
     return text.split("\n", 1)[1].strip().split("\n\n", 1)[0]
 
 
-def rewrap(markdown: str, width: int = WIDTH) -> str:
-    """Paragraphs and `*`/`-` list items of a Markdown section refilled to `width`."""
+def rewrap(markdown: str) -> str:
+    """Paragraphs and `*`/`-` list items of a Markdown section refilled to WIDTH."""
     blocks = []
     for paragraph in markdown.split("\n\n"):
         items: list[list[str]] = []
@@ -40,8 +40,7 @@ def rewrap(markdown: str, width: int = WIDTH) -> str:
             else:
                 items[-1].append(line.strip())
         blocks.append("\n".join(
-            textwrap.fill(" ".join(item), width, break_on_hyphens=False,
-                          subsequent_indent="  " if item[0][:2] in ("* ", "- ") else "")
+            fill(" ".join(item), subsequent_indent="  " if item[0][:2] in ("* ", "- ") else "")
             for item in items))
     return "\n\n".join(blocks)
 
@@ -88,8 +87,7 @@ def bench_table(summaries: list[dict], size: int = TABLE_SIZE) -> str:
 def how_tested() -> str:
     """What the harness checks, and which checks every CI run makes (its code and .ci/run,
     not a claim about one run)."""
-    suites = [s.strip() for s in (paths.CONFIG_DIR / "kunit-suites.txt").read_text().splitlines()
-              if s.strip() and not s.startswith("#")]
+    suites = ktap.required_suites()
     targets = {ci: "; ".join(f"{n} ({', '.join(t.suites)})" for n, t in configs.TARGETS.items() if t.in_ci == ci)
                for ci in (True, False)}
     items = [

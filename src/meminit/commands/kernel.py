@@ -37,7 +37,7 @@ def export_mail(out_dir: Path, sender: str, subject_prefix: str = "RFC PATCH") -
     --strict on every patch, and git am of the mbox onto the base giving the series."""
     tree = paths.KERNEL_TREE
     mail.check_sender(sender)
-    stale = source.base_is_reproducible(tree)
+    stale = source.unreproducible_base(tree)
     if stale:
         raise MeminitError(f"{stale}: its hash is no base-commit anyone can recreate. Export your "
                            f"work, then `rm -rf {tree} && meminit tree`")
@@ -45,7 +45,7 @@ def export_mail(out_dir: Path, sender: str, subject_prefix: str = "RFC PATCH") -
     written = mail.write(tree, out_dir, cover_letter.SUBJECT, blurb, sender, subject_prefix)
     print(f"meminit: checking the mail as sent: checkpatch --strict, git am onto {source.BASE_TAG}",
           file=sys.stderr, flush=True)
-    failures = mail.checkpatch(tree, written)
+    failures = checks.checkpatch(tree, written.patches)   # the files as sent: headers, changelog
     if failures:
         raise MeminitError("the mailed patches are not checkpatch --strict clean:\n" + "\n".join(failures))
     applied = mail.apply_check(tree, written, paths.WORK / "mail-am-check")

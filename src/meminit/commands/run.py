@@ -24,7 +24,8 @@ def run(req: RunRequest) -> Path:
     first = kernels[req.kernels[0]]
     accel = vm.resolve_accel(req.accel, first.image, run_dir, first.variant)
     result = {
-        "kind": "memmap", "host_cpu": hostinfo.cpu_model(), "accel": accel, "guest_cpus": req.cpus, "init_threads": req.init_threads,
+        "kind": "memmap", "host_cpu": hostinfo.cpu_model(), "accel": accel, "guest_cpus": req.cpus,
+        "init_threads": req.init_threads,
         "guest_memory": units.format_size(max(memories)), "pmem_size": units.format_size(req.pmem_size),
         "rebinds": req.rebinds, "source_package": source.SOURCE_PACKAGE,
         "source_version": source.source_version(), "series_commit": source.series_commit(),
