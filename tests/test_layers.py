@@ -16,11 +16,12 @@ LAYERS = {
     "primitives": {"errors", "paths", "units", "proc", "tables", "stats", "plotting", "results",
                    "hostinfo", "deps"},
     "libraries": {"source", "kconfig", "build", "checks", "vm", "ktap", "selftest_results", "benchbin",
-                  "bench_stats", "bench_render", "hugetlb", "memmap_log", "forkbench", "maple_harness", "mail"},
+                  "bench_stats", "bench_render", "hugetlb", "memmap_log", "forkbench", "maple_harness", "mail",
+                  "devices", "host_measure"},
     "scenarios": {"scenarios", "scenarios.base", "scenarios.memmap", "scenarios.fork",
                   "scenarios.thp_fault", "scenarios.fault_latency", "soak_guest"},
     "commands": {"cli", "__main__", "__init__", "commands", "commands.boot", "commands.kernel", "commands.run",
-                 "commands.report", "commands.cover_letter", "microbench", "bench_results", "maple_bench", "configs", "soak",
+                 "commands.report", "commands.measure", "commands.cover_letter", "microbench", "bench_results", "maple_bench", "configs", "soak",
                  "selftests", "testing"},
 }
 # proc runs every tool; vm.boot alone drives its child itself (the guest's timeout, the console copy)

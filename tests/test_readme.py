@@ -17,7 +17,7 @@ DOCS = [REPO / "README.md", REPO / "bench" / "README.md", *sorted((REPO / "docs"
 # options of other tools the README quotes: ndctl's, checkpatch's, git's (commit, send-email)
 FOREIGN_OPTIONS = {"--map", "--align", "--strict", "--amend", "--from"}
 PLACEHOLDERS = {"STAMP": "20261124T000000Z", "RUN_DIR": "results/microbench-x", "<time>": "x",
-                "TARGET ...": "um", "PROGRAM ...": "cow", "…": "", "[": "", "]": ""}
+                "TARGET ...": "um", "PROGRAM ...": "cow", "BASE": "x", "SERIES": "y", "…": "", "[": "", "]": ""}
 
 
 def documented_commands() -> list[tuple[str, str]]:
@@ -36,7 +36,7 @@ def normalised(line: str) -> list[str]:
 
 def parses(argv: list[str]) -> bool:
     try:
-        cli.make_parser().parse_args(argv)
+        cli.parse(cli.make_parser(), argv)
     except SystemExit:
         return False
     return True
@@ -52,10 +52,13 @@ def test_every_documented_command_parses(doc, line):
 
 
 def parser_options() -> set[str]:
+    """Every --option of every subcommand, and the prefixes of those a command takes by prefix."""
     options = set()
     for action in cli.make_parser()._subparsers._group_actions:   # the subcommands
         for sub in action.choices.values():
             options |= {o for a in sub._actions for o in a.option_strings if o.startswith("--")}
+            prefix = sub.get_default("dynamic_option_prefix")
+            options |= {prefix} if prefix else set()
     return options
 
 

@@ -14,6 +14,7 @@ COMMAND_MODULES = [
     "meminit.configs",
     "meminit.commands.boot",
     "meminit.commands.run",
+    "meminit.commands.measure",
     "meminit.commands.report",
     "meminit.testing",
     "meminit.microbench",
@@ -35,8 +36,20 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """parse_args, and the options a command takes by prefix (`measure`'s
+    --i-know-this-erases-NAME) in args.dynamic_options, NAME only."""
+    args, extra = parser.parse_known_args(argv)
+    prefix = getattr(args, "dynamic_option_prefix", None)
+    stray = [a for a in extra if not (prefix and a.startswith(prefix) and len(a) > len(prefix))]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    args.dynamic_options = [a[len(prefix):] for a in extra] if prefix else []
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = make_parser().parse_args(argv)
+    args = parse(make_parser(), argv)
     try:
         return int(args.func(args) or 0)
     except MeminitError as exc:

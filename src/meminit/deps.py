@@ -34,6 +34,13 @@ GUEST = {
     # cyclictest, for the fault-latency scenario
     "rt-tests": "/usr/bin/cyclictest",
 }
+# `measure`, on the machine with the device
+HOST = {
+    "ndctl": "/usr/bin/ndctl",
+    "daxctl": "/usr/bin/daxctl",
+    "util-linux": "/usr/sbin/blkid",
+    "kmod": "/usr/bin/kmod",
+}
 BENCH = {
     "build-essential": "/usr/bin/gcc",
 }

@@ -131,26 +131,33 @@ def hash_mismatch(hashes: dict[str, list[str]]) -> str | None:
 
 
 def memmap_hash_function() -> str:
-    """Bash: memmap_hash_of SCENARIO prints the hash of the bound range's struct pages.
+    """Bash: memmap_hash_of SCENARIO [NAME...] prints the hash of the bound range's struct pages.
 
     One 16-hex-digit hash per range (device-private may map several), from the TEST ONLY
     memmap_hash debugfs file (patch 16); returns 5, saying why on stderr, when it cannot.
+    A pmem range is the first of the /proc/iomem NAMEs that exists (default: the guest's
+    dax0.0, then namespace0.0).
     """
     return f"""memmap_hash_of() {{
-    local ranges range start end pages hash out=""
-    case "$1" in
+    local scenario=$1 ranges="" range name start end pages hash out=""
+    shift
+    # devdax maps the dax range (inside the namespace), fsdax the namespace itself
+    [ $# -gt 0 ] || set -- dax0.0 namespace0.0
+    case "$scenario" in
     device-private) ranges=$(grep -F hmm_dmirror /proc/iomem) ;;
-    # devdax maps the dax0.0 range (inside the namespace), fsdax the namespace itself
-    *) ranges=$(grep -m1 -F 'dax0.0' /proc/iomem || grep -m1 -F 'namespace0.0' /proc/iomem) ;;
+    *) for name; do
+        ranges=$(awk -v n="$name" -F' : ' '$2 == n {{print; exit}}' /proc/iomem)
+        [ -z "$ranges" ] || break
+    done ;;
     esac
-    [ -n "$ranges" ] || {{ echo "no range of $1 in /proc/iomem" >&2; cat /proc/iomem >&2; return 5; }}
+    [ -n "$ranges" ] || {{ echo "no range of $scenario ($*) in /proc/iomem" >&2; cat /proc/iomem >&2; return 5; }}
     for range in $(echo "$ranges" | tr -d ' ' | cut -d: -f1); do
         start=$(( 0x${{range%-*}} >> 12 ))
         end=$(( (0x${{range#*-}} + 1) >> 12 ))
-        if [ "$1" != device-private ]; then
+        if [ "$scenario" != device-private ]; then
             # with an altmap the first PFNs hold the memmap and are not initialised
             pages=$(dmesg | grep -o 'memmap_init_zone_device initialised [0-9]* pages' | tail -1 | awk '{{print $3}}')
-            [ -n "$pages" ] || {{ echo "no timing line for $1 in dmesg" >&2; return 5; }}
+            [ -n "$pages" ] || {{ echo "no timing line for $scenario in dmesg" >&2; return 5; }}
             start=$(( end - pages ))
         fi
         echo "$start $(( end - start ))" > {HASH_FILE} || {{

@@ -24,17 +24,18 @@ def tail(text: str, lines: int = TAIL_LINES) -> str:
 
 def run(cmd: list[str], what: str | None = None, *, cwd: Path | None = None,
         timeout: float | None = None, input: str | None = None, check: bool = True,
-        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        env: dict[str, str] | None = None, new_session: bool = False) -> subprocess.CompletedProcess:
     """Run cmd with its output captured as text.
 
     With check (the default) a non-zero exit raises MeminitError naming `what` (by default
     the command) with the last lines of its output; a missing program or a timeout always
-    does.
+    does. In a new session the child does not get the terminal's Ctrl-C: for steps that
+    must finish, whose caller holds the signal until they have (host_measure).
     """
     what = what or " ".join(cmd[:4])
     try:
         proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, errors="replace",
-                              timeout=timeout, input=input, env=env)
+                              timeout=timeout, input=input, env=env, start_new_session=new_session)
     except OSError as exc:   # missing, not executable
         raise MeminitError(f"{what}: {exc}") from exc
     except subprocess.TimeoutExpired as exc:

@@ -47,11 +47,21 @@ def render(result: dict) -> str:
     lines = ["\n\n".join(blocks)] if blocks else []
     if result.get("accel") == "tcg":
         lines.append(f"({results.TCG_LABEL})")
-    host = f"host {result['host_cpu']}, " if "host_cpu" in result else ""   # runs since 2026-11-24
-    lines.append(f"{host}accelerator {result.get('accel')}, guest {result.get('guest_cpus')} CPUs / "
-                 f"{result.get('guest_memory')}, {result.get('source_package')} "
-                 f"{result.get('source_version')}, series {result.get('series_commit', '?')[:12]}")
+    lines.append(conditions(result))
     return "\n".join(lines)
+
+
+def conditions(result: dict) -> str:
+    """Where the run ran: the host, and the guest and kernels (`run`) or the device (`measure`)."""
+    host = f"host {result['host_cpu']}, " if "host_cpu" in result else ""   # runs since 2026-11-24
+    if result.get("accel") == "host":
+        device = result["device"]
+        kernels = ", ".join(f"{k} {release}" for k, release in result["kernels"].items())
+        return (f"{host}accelerator host (no VM), {result.get('host_cpus')} CPUs, {kernels}, "
+                f"{device['kind']} {device['name']} ({device['size']})")
+    return (f"{host}accelerator {result.get('accel')}, guest {result.get('guest_cpus')} CPUs / "
+            f"{result.get('guest_memory')}, {result.get('source_package')} "
+            f"{result.get('source_version')}, series {result.get('series_commit', '?')[:12]}")
 
 
 def plot(result: dict, run_dir: Path) -> list[Path]:
