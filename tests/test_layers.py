@@ -21,7 +21,7 @@ LAYERS = {
     "scenarios": {"scenarios", "scenarios.base", "scenarios.memmap", "scenarios.fork",
                   "scenarios.thp_fault", "scenarios.fault_latency", "soak_guest"},
     "commands": {"cli", "__main__", "__init__", "commands", "commands.boot", "commands.kernel", "commands.run",
-                 "commands.report", "commands.measure", "commands.cover_letter", "microbench", "bench_results", "maple_bench", "configs", "soak",
+                 "commands.report", "commands.measure", "commands.cover_letter", "package", "microbench", "bench_results", "maple_bench", "configs", "soak",
                  "selftests", "testing"},
 }
 # proc runs every tool; vm.boot alone drives its child itself (the guest's timeout, the console copy)

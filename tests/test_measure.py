@@ -8,8 +8,10 @@ command in the series guest against its emulated pmem.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -33,7 +35,20 @@ def test_a_namespace_is_named_by_its_mode_and_map():
     assert (ns.scenario, ns.block, ns.iomem_names, ns.refusals) == ("fsdax-mapdev", "pmem0", ("namespace0.0",), ())
     assert ns.unbind == ("ndctl", "disable-namespace", "namespace0.0")
     dax = devices.namespace_device("namespace1.0", [DEVDAX])
-    assert (dax.scenario, dax.char, dax.iomem_names) == ("devdax-2m", "dax1.0", ("dax1.0", "namespace1.0"))
+    assert (dax.scenario, dax.chars, dax.iomem_names) == ("devdax-2m", ("dax1.0",), ("dax1.0", "namespace1.0"))
+    # ndctl list -X: the region's dax devices, each of which must be in devdax mode
+    region = {**DEVDAX, "daxregion": {"devices": [{"chardev": "dax1.0", "mode": "devdax"},
+                                                  {"chardev": "dax1.1", "mode": "system-ram"}]}}
+    split = devices.namespace_device("namespace1.0", [region])
+    assert split.chars == ("dax1.0", "dax1.1") and "dax1.1 of namespace1.0 is onlined as system RAM" in split.refusals[0]
+
+
+def test_a_namespace_listed_without_its_device_is_refused():
+    # nothing to check users of: refused rather than rebound unchecked
+    bare = devices.namespace_device("namespace0.0", [{k: v for k, v in FSDAX.items() if k != "blockdev"}])
+    assert "no block device" in bare.refusals[0]
+    bare = devices.namespace_device("namespace1.0", [{k: v for k, v in DEVDAX.items() if k != "chardev"}])
+    assert "no dax device" in bare.refusals[0]
 
 
 def test_namespaces_without_struct_pages_or_disabled_are_refused():
@@ -94,13 +109,17 @@ echo DEVNAME=$4; echo TYPE=ext2
     return view
 
 
-def process(view: devices.SystemView, pid: int, comm: str, fd_to: str | None = None, maps: str = "") -> None:
+def process(view: devices.SystemView, pid: int, comm: str, fd_to: str | None = None,
+            maps: str | None = None) -> None:
+    """A process with fd 3 open on `fd_to` and a mapping of `maps` (a /dev alias in a container)."""
     d = view.proc / str(pid)
     (d / "fd").mkdir(parents=True)
+    (d / "map_files").mkdir()
     (d / "comm").write_text(comm + "\n")
-    (d / "maps").write_text(maps)
     if fd_to:
         (d / "fd" / "3").symlink_to(fd_to)
+    if maps:
+        (d / "map_files" / "7f00-7f20").symlink_to(maps)
 
 
 PMEM = devices.namespace_device("namespace0.0", [FSDAX])
@@ -130,9 +149,35 @@ def test_a_device_mapper_holder_is_refused(machine):
 
 def test_a_process_with_the_device_open_or_mapped_is_refused(machine):
     process(machine, 200, "sleep", fd_to=str(machine.dev / "pmem0p1"))
-    process(machine, 300, "app", maps="7f00-7f20 rw-s 00000000 00:05 12 /dev/dax1.0\n")
+    process(machine, 300, "app", maps="/dev/zero")   # dax1.0, under another name
     assert devices.refusals(PMEM, [], machine) == ["pid 200 (sleep) has /dev/pmem0p1 open"]
     assert devices.refusals(DAX, [], machine) == ["pid 300 (app) maps /dev/dax1.0"]
+
+
+def test_a_loop_device_or_nvme_target_backed_by_it_is_refused(machine):
+    loop = machine.sys / "block" / "loop0" / "loop"
+    loop.mkdir(parents=True)
+    (loop / "backing_file").write_text(f"{machine.dev / 'pmem0p1'}\n")
+    target = machine.sys / "kernel/config/nvmet/subsystems/nqn.x/namespaces/1"
+    target.mkdir(parents=True)
+    (target / "device_path").write_text(f"{machine.dev / 'pmem0'}\n")
+    assert devices.refusals(PMEM, [], machine) == ["/dev/pmem0p1 backs loop0", "/dev/pmem0 backs nvmet namespace 1 of nqn.x"]
+
+
+def test_a_block_device_the_kernel_holds_exclusively_is_refused(machine, monkeypatch):
+    # what a mount of btrfs (0:N in mountinfo), a journal device or a bcache backing shows
+    real_open = os.open
+
+    def busy_open(path, flags, *args):
+        if str(path).endswith("pmem0p1") and flags & os.O_EXCL:
+            raise OSError(errno.EBUSY, "busy")
+        return real_open(path, flags, *args)
+    monkeypatch.setattr(os, "open", busy_open)
+    (refusal,) = devices.refusals(PMEM, [], machine)
+    assert refusal.startswith("pmem0p1 is claimed by the kernel")
+    # a mount already says why: not said twice
+    (machine.proc / "self" / "mountinfo").write_text("40 1 259:1 / /srv rw - ext4 /dev/pmem0p1 rw\n")
+    assert devices.refusals(PMEM, [], machine) == ["pmem0p1 is mounted on /srv"]
 
 
 def test_a_filesystem_needs_the_erase_flag_naming_exactly_this_device(machine, tmp_path):
@@ -159,6 +204,14 @@ def test_the_erase_flag_is_taken_by_prefix_and_nothing_else_is():
 # ------------------------------------------------------------------ what it changes and puts back
 
 
+def test_a_device_of_several_ranges_is_counted_so_its_hash_is_skipped():
+    iomem = ("100000000-13fffffff : Persistent Memory (legacy)\n  100000000-13fffffff : namespace1.0\n"
+             "    101200000-11fffffff : dax1.0\n    120000000-13fffffff : dax1.0\n")
+    assert host_measure.iomem_ranges(DAX, iomem) == 2
+    assert host_measure.iomem_ranges(PMEM, iomem) == 0
+    assert host_measure.iomem_ranges(PMEM, iomem.replace("namespace1.0", "namespace0.0")) == 1
+
+
 def test_mode_files_and_dynamic_debug_lines_are_read():
     assert host_measure.mode_of("slow [template] streaming auto\n") == (
         ["slow", "template", "streaming", "auto"], "template")
@@ -168,17 +221,45 @@ def test_mode_files_and_dynamic_debug_lines_are_read():
     assert host_measure.dynamic_debug_lines(control) == [2102]
 
 
+CONTROL = {1881: "p", 2102: "_"}   # dynamic debug of mm/mm_init.c at the start: line -> flags
+
+
 @pytest.fixture
-def kernel_files(tmp_path) -> host_measure.KernelFiles:
+def kernel_files(tmp_path, monkeypatch) -> host_measure.KernelFiles:
+    """Plain files for the kernel's, and writes to them that act as the kernel's would: the
+    mode file selects the mode written, the control file applies the query written."""
     d = tmp_path / "debugfs"
     (d / "dynamic_debug").mkdir(parents=True)
     files = host_measure.KernelFiles(debugfs=d, mode=d / "mode", threads=d / "threads", hash=d / "hash",
                                      dynamic_debug=d / "dynamic_debug" / "control", kmsg=tmp_path / "kmsg")
     files.mode.write_text("slow [template] streaming auto\n")
     files.threads.write_text("0\n")
-    # a written control file keeps what was written last; reading it back shows the state
-    files.dynamic_debug.write_text('mm/mm_init.c:1881 [mm_init]memmap_init_run =p "x"\n')
+    control = dict(CONTROL)
+
+    def show_control() -> None:
+        files.dynamic_debug.write_text("".join(f'mm/mm_init.c:{line} [mm_init]f ={flags} "x"\n'
+                                               for line, flags in control.items()))
+    show_control()
+
+    def write(path: Path, value: str) -> None:
+        if path == files.mode:
+            modes, _ = host_measure.mode_of(path.read_text())
+            value = " ".join(f"[{m}]" if m == value else m for m in modes)
+        elif path == files.dynamic_debug:
+            query = re.fullmatch(r"file mm/mm_init.c(?: line (\d+))? ([+-])p", value)
+            assert query, value
+            for line in control:
+                if query.group(1) is None or int(query.group(1)) == line:
+                    control[line] = "p" if query.group(2) == "+" else "_"
+            return show_control()
+        path.write_text(value + "\n")
+    monkeypatch.setattr(host_measure, "_write", write)
     return files
+
+
+def dynamic_debug(files: host_measure.KernelFiles) -> dict[int, str]:
+    return {int(m.group(1)): m.group(2) for m in re.finditer(r":(\d+) \S+ =(\S+)",
+                                                                    files.dynamic_debug.read_text())}
 
 
 class FakeLog:
@@ -200,31 +281,19 @@ class FakeLog:
         pass
 
 
-def fake_device(tmp_path: Path, files: host_measure.KernelFiles, bound: bool = True) -> devices.Device:
-    """Binding logs a timing line in the mode the mode file shows; every call is logged."""
+def fake_device(tmp_path: Path, files: host_measure.KernelFiles, bound: bool = True,
+                during_bind: str = "true") -> devices.Device:
+    """Binding logs a timing line in the mode the mode file shows (after `during_bind`);
+    every call is logged."""
     calls = tmp_path / "calls"
-    bind = (f"echo bind >> {calls}; m=$(grep -o '\\[[a-z-]*\\]' {files.mode} | tr -d '[]'); "
+    bind = (f"echo bind >> {calls}; {during_bind}; m=$(grep -o '\\[[a-z-]*\\]' {files.mode} | tr -d '[]'); "
             f"echo \"memmap_init_zone_device initialised 256 pages in 1ms (1000000 ns, mode $m, threads 1)\" "
-            f">> {files.kmsg}")
+            f">> {files.kmsg}; echo bound >> {calls}")
     return devices.Device(kind="namespace", name="namespace0.0", scenario="fsdax-mapdev", size=1 << 30,
                           unbind=("sh", "-c", f"echo unbind >> {calls}"), bind=("sh", "-c", bind), bound=bound)
 
 
-def fake_mode_file(files: host_measure.KernelFiles) -> None:
-    """A mode file whose write selects the mode, as the series' does."""
-    # plain files keep what is written: the bind above reads the mode from the brackets
-    original = host_measure._write
-
-    def write(path: Path, value: str) -> None:
-        if path == files.mode and "[" not in value:
-            modes, _ = host_measure.mode_of(path.read_text())
-            value = " ".join(f"[{m}]" if m == value else m for m in modes)
-        original(path, value)
-    return write
-
-
-def test_rebinds_interleave_the_modes_and_everything_is_put_back(tmp_path, kernel_files, monkeypatch):
-    monkeypatch.setattr(host_measure, "_write", fake_mode_file(kernel_files))
+def test_rebinds_interleave_the_modes_and_everything_is_put_back(tmp_path, kernel_files):
     device = fake_device(tmp_path, kernel_files)
     req = measure.MeasureRequest(kind="namespace", name="namespace0.0", variants=["slow", "template"],
                                  rebinds=2, init_threads=1)
@@ -232,44 +301,50 @@ def test_rebinds_interleave_the_modes_and_everything_is_put_back(tmp_path, kerne
     samples = memmap_log.parse_init_samples("\n".join(seen.log))
     assert [(s.variant, s.iteration, s.modes) for s in samples] == [
         ("slow", 1, ("slow",)), ("template", 1, ("template",)), ("slow", 2, ("slow",)), ("template", 2, ("template",))]
-    assert (tmp_path / "calls").read_text().split() == ["unbind", "bind"] * 4
+    assert (tmp_path / "calls").read_text().split() == ["unbind", "bind", "bound"] * 4
     assert kernel_files.mode.read_text().split() == ["slow", "[template]", "streaming", "auto"]
     assert kernel_files.threads.read_text().strip() == "0"
-    # dynamic debug: all off, then the one line that was on, on again
-    assert kernel_files.dynamic_debug.read_text().strip() == "file mm/mm_init.c line 1881 +p"
+    assert dynamic_debug(kernel_files) == CONTROL
     result = measure.host_result(req, device, kernel, seen.log, seen.hashes)
     assert result["accel"] == "host" and result["kernels"] == {"series": result["host_kernel"]}
     assert [(g["variant"], len(g["steady_ms"])) for g in result["scenarios"][0]["groups"]] == [
         ("slow", 2), ("template", 2)]
 
 
-def test_a_device_that_starts_unbound_gets_a_first_bind_and_ends_unbound(tmp_path, kernel_files, monkeypatch):
-    monkeypatch.setattr(host_measure, "_write", fake_mode_file(kernel_files))
+def test_a_device_that_starts_unbound_gets_a_first_bind_and_ends_unbound(tmp_path, kernel_files):
     device = fake_device(tmp_path, kernel_files, bound=False)
     req = measure.MeasureRequest(kind="hmm", name="test_hmm", variants=["slow"], rebinds=1)
     _, seen = measure.rebind_and_restore(req, device, kernel_files, FakeLog)
     assert [(s.phase, s.variant) for s in memmap_log.parse_init_samples("\n".join(seen.log))] == [
         ("first", "template"), ("rebind", "slow")]
-    assert (tmp_path / "calls").read_text().split() == ["bind", "unbind", "bind", "unbind"]
+    assert (tmp_path / "calls").read_text().split() == ["bind", "bound", "unbind", "bind", "bound", "unbind"]
 
 
-def test_ctrl_c_lets_the_step_finish_then_puts_everything_back(tmp_path, kernel_files, monkeypatch):
-    monkeypatch.setattr(host_measure, "_write", fake_mode_file(kernel_files))
-    device = fake_device(tmp_path, kernel_files)
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT])
+def test_a_signal_lets_the_bind_finish_then_puts_everything_back(tmp_path, kernel_files, signum):
+    # the signal arrives while the first bind runs: the bind ends ("bound"), nothing more runs
+    device = fake_device(tmp_path, kernel_files, during_bind=f"kill -{signum} $PPID; sleep 0.3")
     req = measure.MeasureRequest(kind="namespace", name="namespace0.0", variants=["slow", "streaming"],
                                  rebinds=3, init_threads=2)
-    real_rebind = host_measure.rebind
-
-    def rebind_with_ctrl_c(*args, **kwargs):
-        # Ctrl-C arrives while the first bind is logged, i.e. in the middle of the loop
-        return real_rebind(*args, **{**kwargs, "on_step": lambda step: os.kill(os.getpid(), signal.SIGINT)})
-    monkeypatch.setattr(measure, "rebind", rebind_with_ctrl_c)
+    before = {s: signal.getsignal(s) for s in host_measure.HELD_SIGNALS}
     with pytest.raises(KeyboardInterrupt):
         measure.rebind_and_restore(req, device, kernel_files, FakeLog)
-    assert (tmp_path / "calls").read_text().split() == ["unbind", "bind"]
+    assert (tmp_path / "calls").read_text().split() == ["unbind", "bind", "bound"]
     assert kernel_files.mode.read_text().split() == ["slow", "[template]", "streaming", "auto"]
     assert kernel_files.threads.read_text().strip() == "0"
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert dynamic_debug(kernel_files) == CONTROL
+    # the handlers are those it found (SIG_IGN for SIGINT in a job started in the background)
+    assert {s: signal.getsignal(s) for s in host_measure.HELD_SIGNALS} == before
+
+
+def test_a_user_that_comes_during_the_run_stops_it(tmp_path, kernel_files):
+    device = fake_device(tmp_path, kernel_files)
+    req = measure.MeasureRequest(kind="namespace", name="namespace0.0", variants=["slow"], rebinds=3)
+    checks = iter([[], [], ["pid 9 (md) has /dev/pmem0 open"]])
+    with pytest.raises(MeminitError, match="got a user while it was measured: pid 9"):
+        measure.rebind_and_restore(req, device, kernel_files, FakeLog, lambda: next(checks))
+    assert (tmp_path / "calls").read_text().split() == ["unbind", "bind", "bound"] * 2
+    assert dynamic_debug(kernel_files) == CONTROL
 
 
 def test_a_failed_bind_is_retried_when_putting_back_and_named_if_that_fails(tmp_path, kernel_files):
@@ -309,6 +384,7 @@ def host_run(tmp_path: Path, name: str, kernel: str, variants: list[str], **chan
     run_dir = tmp_path / name
     run_dir.mkdir()
     result = {"kind": "memmap", "host_cpu": "CPU X", "accel": "host", "host_cpus": 2, "host_kernel": "k",
+              "init_threads": None,
               "device": {"kind": "namespace", "name": "namespace0.0", "size": "1G"}, "kernels": {kernel: "k"},
               "scenarios": [{"name": "fsdax-mapdev", "kind": "memmap", "groups": [
                   {"kernel": kernel, "variant": v, "pages": 256, "first_ms": None, "steady_ms": [10.0 / (i + 1)] * 2,
@@ -330,12 +406,20 @@ def test_report_merges_a_base_and_a_series_run_into_one_table(tmp_path, monkeypa
     assert json.loads(merged.read_text())["kernels"] == {"base": "k", "series": "k"}
 
 
-@pytest.mark.parametrize("change,message", [({"host_cpu": "CPU Y"}, "different machines"),
-                                            ({"device": {"name": "namespace1.0"}}, "measured"),
+@pytest.mark.parametrize("change,message", [({"host_cpu": "CPU Y"}, "host_cpu 'CPU Y'"),
+                                            ({"host_cpu": None}, "does not name its host CPU"),
+                                            ({"device": {"name": "namespace1.0"}}, "has device"),
+                                            ({"host_cpus": 16}, "has host_cpus 16"),
+                                            ({"init_threads": 1}, "has init_threads 1"),
+                                            ({"accel": "tcg", "guest_cpus": 2}, "has accel 'tcg'"),
                                             ({"kernels": {"base": "k"}}, "kernel base again")])
 def test_report_refuses_runs_it_cannot_compare(tmp_path, change, message):
     base = host_run(tmp_path, "base", "base", ["default"])
     other = host_run(tmp_path, "other", "series", ["slow"], **change)
+    if change.get("host_cpu", "") is None:
+        result = json.loads((other / "result.json").read_text())
+        del result["host_cpu"]
+        (other / "result.json").write_text(json.dumps(result))
     with pytest.raises(MeminitError, match=message):
         report.merge([(base, json.loads((base / "result.json").read_text())),
                       (other, json.loads((other / "result.json").read_text()))])

@@ -33,7 +33,10 @@ REFUSED = {   # step -> what its error must say
     "filesystem": "pmem0 holds ext2",
     "mounted": "pmem0 is mounted on /tmp/fs",
     "busy": "(sleep) has /dev/pmem0 open",
+    "dax-busy": "(sleep) has /dev/dax0.0 open",
 }
+# step -> the table row it measures (each rebinds once per mode)
+MEASURED = {"devdax": "devdax-2m", "dax": "devdax-2m", "hmm": "device-private"}
 
 
 def guest_script() -> str:
@@ -64,13 +67,24 @@ kill $holder; wait $holder
 step measured {measure} --namespace namespace0.0 --rebinds {REBINDS} --init-threads 1 \\
     --i-know-this-erases-namespace0.0
 mount -o ro /dev/pmem0 /tmp/fs && sha256sum < /tmp/fs/data > data-after.sha256; umount /tmp/fs
-# SIGINT once the first rebind has begun: that rebind ends, then everything is put back
+# SIGINT, as Ctrl-C sends it, to the whole process group once the first rebind is done:
+# the rebind in progress ends (ndctl, in its own session, does not get it), then
+# everything is put back
 state > interrupted.before
-{measure} --namespace namespace0.0 --rebinds 50 --i-know-this-erases-namespace0.0 \\
+setsid {measure} --namespace namespace0.0 --rebinds 50 --i-know-this-erases-namespace0.0 \\
     > interrupted.out 2> interrupted.err & pid=$!
 for i in $(seq 1200); do grep -q '^meminit: rebind ' interrupted.err && break; sleep 0.5; done
-kill -INT $pid; wait $pid; echo $? > interrupted.rc
+kill -INT -- -$pid; wait $pid; echo $? > interrupted.rc
 state > interrupted.after
+# the same namespace as devdax, then its dax device by name (busy, then free), then test_hmm
+ndctl create-namespace -f -e namespace0.0 --mode=devdax --align=2M > devdax.json || exit 3
+step devdax {measure} --namespace namespace0.0 --rebinds 1 --no-plot
+sleep 600 < /dev/dax0.0 & holder=$!
+step dax-busy {measure} --dax dax0.0 --rebinds 1
+kill $holder; wait $holder
+step dax {measure} --dax dax0.0 --rebinds 1 --no-plot
+step hmm {measure} --hmm --rebinds 1 --no-plot
+grep -c '^test_hmm ' /proc/modules > hmm-loaded-after.txt || true
 """
 
 
@@ -101,6 +115,14 @@ def guest_measure(kernel_trees) -> GuestMeasure:
     return GuestMeasure(run_dir, result)
 
 
+def result_of(run: Path, scenario: str, kind: str) -> Path:
+    """The result.json of the one measurement of `scenario` on a device of `kind`."""
+    (found,) = [f for f in (run / "measure").glob("measure-*/result.json")
+                if (r := json.loads(f.read_text()))["scenarios"][0]["name"] == scenario
+                and r["device"]["kind"] == kind]
+    return found
+
+
 @pytest.mark.parametrize("step", list(REFUSED))
 def test_measure_refuses_and_changes_nothing(guest_measure, step):
     rc, out, err = guest_measure.step(step)
@@ -115,7 +137,7 @@ def test_measure_gives_run_s_table_and_puts_everything_back(guest_measure):
     assert rc == 0, err
     run = guest_measure.run_dir
     assert (run / "measured.before").read_text() == (run / "measured.after").read_text()
-    (result_file,) = (run / "measure").glob("measure-*/result.json")
+    result_file = result_of(run, "fsdax-mapdev", "namespace")
     result = json.loads(result_file.read_text())
     modes = (run / "measured.before").read_text().split("\n")[0].replace("[", "").replace("]", "").split()
     (entry,) = result["scenarios"]
@@ -127,6 +149,20 @@ def test_measure_gives_run_s_table_and_puts_everything_back(guest_measure):
     header, rows = memmap.memmap_rows(result["scenarios"])
     assert out == scenarios.render(result) + "\n" and len(rows) == len(modes)
     assert (result_file.parent / "plot.png").exists()
+
+
+@pytest.mark.parametrize("step", list(MEASURED))
+def test_measure_rebinds_dax_and_device_private_memory(guest_measure, step):
+    rc, out, err = guest_measure.step(step)
+    assert rc == 0, err
+    run = guest_measure.run_dir
+    assert (run / f"{step}.before").read_text() == (run / f"{step}.after").read_text()
+    result_file = result_of(run, MEASURED[step], "namespace" if step == "devdax" else step)
+    groups = json.loads(result_file.read_text())["scenarios"][0]["groups"]
+    assert groups and all(len(g["steady_ms"]) == 1 and g["pages"] > 0 for g in groups)
+    if step == "hmm":   # loaded for the first bind, unloaded again at the end
+        assert (run / "hmm-loaded-after.txt").read_text().strip() == "0"
+        assert any(g["first_ms"] is not None for g in groups)
 
 
 def test_measure_keeps_the_data_of_a_namespace_it_was_allowed_to_rebind(guest_measure):

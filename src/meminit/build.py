@@ -42,19 +42,26 @@ def kernel_for(variant: str, trees: source.Trees) -> Kernel:
     return Kernel(variant=variant, src=src, out=paths.BUILD_ROOT / variant)
 
 
+def make_variables(kernel: Kernel) -> list[str]:
+    """make's command-line variables for every build of the kernel (packaging passes them on)."""
+    return ["CC=ccache gcc", f"LOCALVERSION={kernel.localversion}"]
+
+
 def make_command(kernel: Kernel, jobs: int, targets: list[str], extra: list[str] | None = None) -> list[str]:
-    return ["make", "-C", str(kernel.src), f"O={kernel.out}", f"-j{jobs}", "CC=ccache gcc",
-            f"LOCALVERSION={kernel.localversion}", *(extra or []), *targets]
+    return ["make", "-C", str(kernel.src), f"O={kernel.out}", f"-j{jobs}", *make_variables(kernel),
+            *(extra or []), *targets]
 
 
-def run_make(kernel: Kernel, cmd: list[str], log: Path, what: str) -> float:
-    """Run make with its output in `log`, printing a progress line now and then; returns seconds."""
+def run_make(kernel: Kernel, cmd: list[str], log: Path, what: str, env: dict[str, str] | None = None,
+             cwd: Path | None = None) -> float:
+    """Run make (or what runs it) with its output in `log`, printing a progress line now and
+    then, with `env` added to the environment; returns seconds."""
     # CCACHE_BASEDIR rewrites paths under the checkout to relative ones, so another clone
     # (a CI checkout) hits the objects this one compiled.
     # The timestamp must parse as a date: usr/gen_initramfs.sh hands it to `date -d`.
     env = dict(os.environ, CCACHE_DIR=str(paths.CCACHE_DIR), CCACHE_BASEDIR=str(paths.REPO),
                KBUILD_BUILD_TIMESTAMP="2024-11-17 00:00:00 UTC",
-               KBUILD_BUILD_USER="meminit", KBUILD_BUILD_HOST="meminit")
+               KBUILD_BUILD_USER="meminit", KBUILD_BUILD_HOST="meminit", **(env or {}))
     start = time.monotonic()
     compiled = 0
     last_report = start
@@ -69,7 +76,7 @@ def run_make(kernel: Kernel, cmd: list[str], log: Path, what: str) -> float:
                   file=sys.stderr, flush=True)
             last_report = now
 
-    rc = proc.stream(cmd, what, log=log, on_line=progress, env=env)
+    rc = proc.stream(cmd, what, log=log, on_line=progress, env=env, cwd=cwd)
     elapsed = time.monotonic() - start
     if rc != 0:
         tail = "".join(log.read_text().splitlines(keepends=True)[-25:])

@@ -15,6 +15,7 @@ COMMAND_MODULES = [
     "meminit.commands.boot",
     "meminit.commands.run",
     "meminit.commands.measure",
+    "meminit.package",
     "meminit.commands.report",
     "meminit.testing",
     "meminit.microbench",

@@ -16,6 +16,7 @@ like `all` are refused before ndctl sees them, and a device is refused when it i
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -44,7 +45,7 @@ class Device:
     bind: tuple[str, ...]
     iomem_names: tuple[str, ...] = ()  # its range in /proc/iomem, for the memmap hash
     block: str | None = None  # pmemX: its partitions, mounts, holders and signature count
-    char: str | None = None  # daxX.Y
+    chars: tuple[str, ...] = ()  # daxX.Y: the dax devices it provides
     bound: bool = True  # at the start, and so again at the end
     refusals: tuple[str, ...] = field(default=())  # found while inspecting (mode, state)
 
@@ -71,7 +72,7 @@ def _devdax_scenario(align: int | None) -> str:
 
 
 def namespace_device(name: str, listing: list[dict]) -> Device:
-    """The namespace `name` from `ndctl list -N -i -n NAME` output."""
+    """The namespace `name` from `ndctl list -N -X -i -n NAME` output (-X: its dax devices)."""
     found = [n for n in listing if n.get("dev") == name]
     if not found:
         raise MeminitError(f"ndctl knows no namespace {name}; `ndctl list -N -i` lists them")
@@ -79,19 +80,28 @@ def namespace_device(name: str, listing: list[dict]) -> Device:
     mode, refusals = ns.get("mode", "?"), []
     if ns.get("state") == "disabled":
         refusals.append(f"{name} is disabled: enable it (ndctl enable-namespace {name}) and run again")
+    daxes = ns.get("daxregion", {}).get("devices", [])
+    chars = tuple(d["chardev"] for d in daxes if "chardev" in d) or tuple(filter(None, [ns.get("chardev")]))
     if mode == "fsdax":
         scenario = f"fsdax-map{ns.get('map', 'mem')}"
+        if not ns.get("blockdev") and ns.get("state") != "disabled":
+            refusals.append(f"ndctl lists no block device of {name}, so nothing could be checked for users")
     elif mode == "devdax":
         scenario = _devdax_scenario(ns.get("align"))
+        if not chars and ns.get("state") != "disabled":
+            refusals.append(f"ndctl lists no dax device of {name}, so nothing could be checked for users")
+        refusals += [f"{d.get('chardev')} of {name} is onlined as system RAM (kmem): its memory is in use "
+                     "by the kernel" for d in daxes if d.get("mode") == "system-ram"]
+        refusals += [f"{d.get('chardev')} of {name} is in mode {d.get('mode')!r}, not devdax"
+                     for d in daxes if d.get("mode") not in ("devdax", "system-ram")]
     else:
         scenario = mode
         refusals.append(f"{name} is in {mode} mode, which has no struct pages: only fsdax and devdax "
                         "namespaces are measured (and meminit does not reconfigure namespaces)")
-    chardev = ns.get("chardev")
     return Device(kind="namespace", name=name, scenario=scenario, size=int(ns.get("size", 0)),
                   unbind=("ndctl", "disable-namespace", name), bind=("ndctl", "enable-namespace", name),
-                  iomem_names=(*([chardev] if chardev else []), name), block=ns.get("blockdev"),
-                  char=chardev, refusals=tuple(refusals))
+                  iomem_names=(*chars, name), block=ns.get("blockdev"), chars=chars,
+                  refusals=tuple(refusals))
 
 
 def dax_device(name: str, listing: list[dict]) -> Device:
@@ -108,7 +118,7 @@ def dax_device(name: str, listing: list[dict]) -> Device:
         refusals.append(f"{name} is disabled: enable it (daxctl enable-device {name}) and run again")
     return Device(kind="dax", name=name, scenario=_devdax_scenario(dax.get("align")),
                   size=int(dax.get("size", 0)), unbind=("daxctl", "disable-device", name),
-                  bind=("daxctl", "enable-device", name), iomem_names=(name,), char=name,
+                  bind=("daxctl", "enable-device", name), iomem_names=(name,), chars=(name,),
                   refusals=tuple(refusals))
 
 
@@ -128,7 +138,7 @@ def inspect(kind: str, name: str, view: SystemView = SystemView()) -> Device:
     if kind == "namespace":
         if not NAMESPACE_NAME.fullmatch(name):
             raise MeminitError(f"--namespace takes one namespace by name, like namespace0.0, not {name!r}")
-        return namespace_device(name, _list(["ndctl", "list", "-N", "-i", "-n", name], "ndctl list"))
+        return namespace_device(name, _list(["ndctl", "list", "-N", "-X", "-i", "-n", name], "ndctl list"))
     if kind == "dax":
         if not DAX_NAME.fullmatch(name):
             raise MeminitError(f"--dax takes one dax device by name, like dax0.0, not {name!r}")
@@ -173,33 +183,76 @@ def held(device: Device, view: SystemView) -> list[str]:
     return found
 
 
+def device_numbers(device: Device, view: SystemView) -> dict[int, str]:
+    """st_rdev -> /dev name of its block devices, partitions and dax devices."""
+    nodes = [view.dev / n for n in (*block_devices(device, view), *device.chars)]
+    numbers = {}
+    for node in nodes:
+        try:
+            st = os.stat(node)
+        except OSError:
+            continue
+        if stat.S_ISBLK(st.st_mode) or stat.S_ISCHR(st.st_mode):
+            numbers[st.st_rdev] = f"/dev/{node.name}"
+    return numbers
+
+
 def users(device: Device, view: SystemView) -> list[str]:
-    """Processes with the device open or mapped, as 'pid N (comm) has /dev/X open'."""
-    nodes = {view.dev / n for n in (*block_devices(device, view), *([device.char] if device.char else []))}
-    if not nodes:
+    """Processes with the device open or mapped, matched by device number (a container's
+    /dev/whatever is the same device): 'pid N (comm) has /dev/X open'."""
+    numbers = device_numbers(device, view)
+    if not numbers:
         return []
-    rdevs = {st.st_rdev: n for n, st in ((n, os.stat(n)) for n in nodes if n.exists())
-             if stat.S_ISBLK(st.st_mode) or stat.S_ISCHR(st.st_mode)}
-    names = {str(Path("/dev") / n.name) for n in nodes}
     found = []
     for pid_dir in sorted(view.proc.glob("[0-9]*")):
         holding: set[str] = set()
         try:
-            for fd in (pid_dir / "fd").iterdir():
-                try:
-                    rdev = os.stat(fd).st_rdev
-                except OSError:
-                    continue
-                if rdev in rdevs:
-                    holding.add(f"has /dev/{rdevs[rdev].name} open")
-            for line in (pid_dir / "maps").read_text().splitlines():
-                path = line.split(maxsplit=5)[5:] or [""]
-                if path[0].strip() in names:
-                    holding.add(f"maps {path[0].strip()}")
+            for how, entries in (("has {} open", pid_dir / "fd"), ("maps {}", pid_dir / "map_files")):
+                for entry in entries.iterdir():
+                    try:
+                        rdev = os.stat(entry).st_rdev
+                    except OSError:
+                        continue
+                    if rdev in numbers:
+                        holding.add(how.format(numbers[rdev]))
             comm = (pid_dir / "comm").read_text().strip()
         except OSError:  # the process ended, or is not ours to look at
             continue
         found += [f"pid {pid_dir.name} ({comm}) {what}" for what in sorted(holding)]
+    return found
+
+
+def kernel_users(device: Device, view: SystemView) -> list[str]:
+    """Users inside the kernel that claim nothing: loop devices and NVMe-oF targets backed by it."""
+    numbers = device_numbers(device, view)
+    found = []
+    backing = [(f.parent.parent.name, f) for f in view.sys.glob("block/loop*/loop/backing_file")]
+    backing += [(f"nvmet namespace {f.parent.name} of {f.parent.parent.parent.name}", f)
+                for f in view.sys.glob("kernel/config/nvmet/subsystems/*/namespaces/*/device_path")]
+    for user, pointer in backing:
+        try:
+            target = pointer.read_text().strip()
+            rdev = os.stat(target).st_rdev if target else None
+        except OSError:
+            continue
+        if rdev in numbers:
+            found.append(f"{numbers[rdev]} backs {user}")
+    return found
+
+
+def claimed(device: Device, view: SystemView) -> list[str]:
+    """Block devices the kernel holds exclusively (a mount of any filesystem, swap, dm, md,
+    bcache, a journal or log device): an O_EXCL open of them fails with EBUSY."""
+    found = []
+    for name in block_devices(device, view):
+        try:
+            fd = os.open(view.dev / name, os.O_RDONLY | os.O_EXCL)
+        except OSError as exc:
+            if exc.errno == errno.EBUSY:
+                found.append(f"{name} is claimed by the kernel (mounted, swap, or under another "
+                             "block device: an exclusive open fails)")
+            continue
+        os.close(fd)
     return found
 
 
@@ -218,6 +271,14 @@ def signatures(device: Device, view: SystemView) -> list[str]:
     return found
 
 
+def in_use(device: Device, view: SystemView = SystemView()) -> list[str]:
+    """Everything that uses the device now: checked before the first rebind and every next one."""
+    found = mounted(block_devices(device, view), view) + held(device, view)
+    explained = {reason.split()[0] for reason in found}
+    found += [reason for reason in claimed(device, view) if reason.split()[0] not in explained]
+    return found + users(device, view) + kernel_users(device, view)
+
+
 def refusals(device: Device, erase_named: list[str], view: SystemView = SystemView()) -> list[str]:
     """Why `device` must not be rebound; empty when it may be.
 
@@ -231,7 +292,7 @@ def refusals(device: Device, erase_named: list[str], view: SystemView = SystemVi
     if device.block and not (view.sys / "block" / device.block).exists():
         raise MeminitError(f"{device.name} names block device {device.block}, but "
                            f"{view.sys / 'block' / device.block} does not exist")
-    found += mounted(block_devices(device, view), view) + held(device, view) + users(device, view)
+    found += in_use(device, view)
     signed = signatures(device, view)
     if signed and device.name not in erase_named:
         found += [f"{s}: if its data may go, say so with {ERASE_FLAG}{device.name}" for s in signed]

@@ -15,6 +15,7 @@ import errno
 import os
 import re
 import signal
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ class KernelFiles:
     hash: Path = Path(HASH_FILE)
     dynamic_debug: Path = DYNAMIC_DEBUG
     kmsg: Path = Path("/dev/kmsg")
+    iomem: Path = Path("/proc/iomem")
 
 
 class KernelLog:
@@ -78,8 +80,13 @@ class KernelLog:
         os.close(self.fd)
 
 
+# Ctrl-C, kill, a closed ssh session or terminal, Ctrl-\\: each would end the command
+# without putting anything back, so each waits for the step in progress.
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
 class Interrupts:
-    """Ctrl-C and SIGTERM held until check(), between steps that must not be cut."""
+    """The HELD_SIGNALS held until check(), between steps that must not be cut."""
 
     def __init__(self) -> None:
         self.received: int | None = None
@@ -95,7 +102,7 @@ class Interrupts:
 @contextmanager
 def interrupts_held() -> Iterator[Interrupts]:
     held = Interrupts()
-    old = {s: signal.signal(s, held._hold) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, held._hold) for s in HELD_SIGNALS}
     try:
         yield held
     finally:
@@ -135,7 +142,7 @@ class Settings:
         for what, action in reversed(self.undo):
             try:
                 action()
-            except (OSError, MeminitError) as exc:
+            except Exception as exc:  # noqa: BLE001 - every other change must still be put back
                 failed.append(f"{what}: {exc}")
         self.undo.clear()
         return failed
@@ -224,6 +231,12 @@ def memmap_hash(device: Device) -> str:
     return proc.run(["bash", "-c", script], f"hashing the struct pages of {device.name}").stdout.strip()
 
 
+def iomem_ranges(device: Device, iomem: str) -> int:
+    """How many /proc/iomem ranges carry the first of the device's names that has any."""
+    names = [line.split(" : ", 1)[1].strip() for line in iomem.splitlines() if " : " in line]
+    return next((n for n in (names.count(name) for name in device.iomem_names) if n), 0)
+
+
 @dataclass
 class Rebinds:
     """What a measurement saw: kernel log lines (markers included) and hashes per variant."""
@@ -241,20 +254,32 @@ class Log(Protocol):
 
 
 def rebind(device: Device, kernel: KernelModes, variants: list[str], rebinds: int, files: KernelFiles,
-           settings: Settings, interrupts: Interrupts, log: Log,
+           settings: Settings, interrupts: Interrupts, log: Log, in_use: Callable[[], list[str]],
            on_step: Callable[[str], None] = lambda _: None) -> Rebinds:
     """Unbind and bind `rebinds` times per variant, interleaved, after a first bind (in the
-    kernel's current mode, as a scenario's setup) when the device starts unbound."""
+    kernel's current mode, as a scenario's setup) when the device starts unbound.
+
+    Before every unbind, `in_use` says again who uses the device: a bind can bring users
+    (udev assembling md or LVM on it, a process opening it), and one stops the run.
+    """
     seen = Rebinds()
     binding = Binding(device, device.bound)
     settings.undo.append((f"{device.name} {'bound' if device.bound else 'unbound'} again", binding.restore))
     hashing = files.hash.exists()
+    if hashing and device.kind != "hmm" and iomem_ranges(device, files.iomem.read_text()) > 1:
+        # memmap_hash_of hashes one range of a pmem or dax device, sized by the last timing line
+        print(f"meminit: {device.name} has several ranges; its struct pages are not hashed",
+              file=sys.stderr, flush=True)
+        hashing = False
 
     def bind(phase: str, variant: str, iteration: int) -> None:
         interrupts.check()
         if phase == "rebind" and variant != "default":
             _write(files.mode, variant)
         if binding.bound:
+            users = in_use()
+            if users:
+                raise MeminitError(f"{device.name} got a user while it was measured: {'; '.join(users)}")
             binding.set(False)
         log.write(f"{MARK} {phase} {variant} {iteration}")
         binding.set(True)

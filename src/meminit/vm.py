@@ -90,6 +90,8 @@ class BootSpec:
     append: list[str] = field(default_factory=list)
     timeout_s: int = 900
     numa: list[str] = field(default_factory=list)  # vng --numa arguments, one per node
+    # host directories the guest may write to, its writes kept in memory (vng --overlay-rwdir)
+    overlay_dirs: list[str] = field(default_factory=list)
     # The script reads /sys/kernel/debug/kmemleak and its caller judges each report
     # (soak.py knows leaks of the base kernel); else any kmemleak report fails the boot.
     leaks_judged_by_caller: bool = False
@@ -177,6 +179,8 @@ def vng_command(spec: BootSpec, accel: str, shared_dir: Path) -> list[str]:
         cmd.append("--qemu-opts=-machine q35")
     for node in spec.numa:
         cmd += ["--numa", node]
+    for directory in spec.overlay_dirs:
+        cmd += ["--overlay-rwdir", directory]
     for arg in [*clock_parameters(), *spec.append]:
         cmd += ["--append", arg]
     cmd += ["--exec", spec.script]

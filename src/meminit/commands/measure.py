@@ -34,6 +34,7 @@ class MeasureRequest:
     init_threads: int | None = None
     erase_named: list[str] = field(default_factory=list)
     results_root: Path | None = None
+    plot: bool = True
 
 
 def measure(req: MeasureRequest, files: KernelFiles = KernelFiles(),
@@ -46,21 +47,23 @@ def measure(req: MeasureRequest, files: KernelFiles = KernelFiles(),
     problems = devices.refusals(device, req.erase_named, view)
     if problems:
         raise MeminitError(f"refusing to rebind {device.name}:\n  - " + "\n  - ".join(problems))
-    kernel, seen = rebind_and_restore(req, device, files, KernelLog)
+    kernel, seen = rebind_and_restore(req, device, files, KernelLog, lambda: devices.in_use(device, view))
     run_dir = results.new_run_dir("measure", req.results_root)
     (run_dir / "kernel-log.txt").write_text("\n".join(seen.log) + "\n")
     (run_dir / "hashes.txt").write_text("".join(h + "\n" for h in seen.hashes))
     result = host_result(req, device, kernel, seen.log, seen.hashes)
     results.write_json(run_dir, result)
     print(scenarios.render(result))
-    for png in scenarios.plot(result, run_dir):
-        print(f"plot: {png}", file=sys.stderr)
+    if req.plot:
+        for png in scenarios.plot(result, run_dir):
+            print(f"plot: {png}", file=sys.stderr)
     print(f"results: {run_dir / results.RESULT_FILE}", file=sys.stderr)
     return run_dir
 
 
 def rebind_and_restore(req: MeasureRequest, device: devices.Device, files: KernelFiles,
-                       open_log: Callable[[Path], Log]) -> tuple[KernelModes, Rebinds]:
+                       open_log: Callable[[Path], Log],
+                       in_use: Callable[[], list[str]] = lambda: []) -> tuple[KernelModes, Rebinds]:
     """The rebinds, with Ctrl-C held between steps and every setting put back, whatever happens."""
     settings = Settings()
     with interrupts_held() as interrupts:
@@ -71,7 +74,7 @@ def rebind_and_restore(req: MeasureRequest, device: devices.Device, files: Kerne
                   f"{' '.join(variants)}", file=sys.stderr, flush=True)
             log = open_log(files.kmsg)
             try:
-                seen = rebind(device, kernel, variants, req.rebinds, files, settings, interrupts, log,
+                seen = rebind(device, kernel, variants, req.rebinds, files, settings, interrupts, log, in_use,
                               on_step=lambda step: print(f"meminit: {step}", file=sys.stderr, flush=True))
             finally:
                 log.close()
@@ -110,7 +113,7 @@ def request_from(args: argparse.Namespace) -> MeasureRequest:
                   else ("hmm", devices.HMM_MODULE))
     return MeasureRequest(kind=kind, name=name, variants=args.variants, rebinds=args.rebinds,
                           init_threads=args.init_threads, erase_named=args.dynamic_options,
-                          results_root=args.results)
+                          results_root=args.results, plot=not args.no_plot)
 
 
 def _cmd_measure(args: argparse.Namespace) -> int:
@@ -139,4 +142,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="series kernels: most threads for one range's memmap init (put back after)")
     p.add_argument("--results", type=Path, default=None, metavar="DIR",
                    help="where the run directory is made (default results/)")
+    p.add_argument("--no-plot", action="store_true",
+                   help="no plot.png (`report RUN` draws it later); matplotlib is slow to start on a small machine")
     p.set_defaults(func=_cmd_measure, dynamic_option_prefix=devices.ERASE_FLAG)

@@ -14,8 +14,10 @@ from pathlib import Path
 from meminit import results, scenarios
 from meminit.errors import MeminitError
 
-# What must be equal for runs' timings to be compared at all.
-SAME_IN_EVERY_RUN = ("host_cpu", "accel")
+# What must be equal for runs' timings to be compared: the machine, and the guest or device.
+SAME_ON_HOST = ("host_cpu", "accel", "host_cpus", "device", "init_threads")
+SAME_IN_GUESTS = ("host_cpu", "accel", "guest_cpus", "guest_memory", "pmem_size", "init_threads",
+                  "source_version")
 
 
 def merge(runs: list[tuple[Path, dict]]) -> dict:
@@ -24,12 +26,13 @@ def merge(runs: list[tuple[Path, dict]]) -> dict:
     for run_dir, result in runs:
         if result.get("kind") != "memmap":
             raise MeminitError(f"{run_dir}: only memmap runs merge; this one is {result.get('kind')!r}")
-        for key in SAME_IN_EVERY_RUN:
+        if "host_cpu" not in result:
+            raise MeminitError(f"{run_dir} does not name its host CPU (a run from before 2026-11-24), "
+                               "so it cannot be told to come from the same machine")
+        for key in SAME_ON_HOST if first.get("accel") == "host" else SAME_IN_GUESTS:
             if result.get(key) != first.get(key):
                 raise MeminitError(f"{run_dir} has {key} {result.get(key)!r}, {first_dir} {first.get(key)!r}: "
-                                   "timings from different machines or accelerators are not compared")
-        if result.get("device") != first.get("device"):
-            raise MeminitError(f"{run_dir} measured {result.get('device')}, {first_dir} {first.get('device')}")
+                                   "only runs of one machine under the same conditions are compared")
     merged = {**first, "kernels": {}, "scenarios": [], "merged_from": [str(d) for d, _ in runs]}
     by_name: dict[str, dict] = {}
     for run_dir, result in runs:

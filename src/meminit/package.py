@@ -1,0 +1,215 @@
+"""`meminit package`: the series as Debian kernel packages (linux-image, linux-headers) to install.
+
+The kernel's own `make bindeb-pkg` does the packaging, with one change: its `debian`
+step writes a changelog saying only "Custom built Linux kernel.", so this runs that step,
+writes a changelog entry naming the source package, the series commit and every patch,
+and then runs the rest of bindeb-pkg's recipe (scripts/Makefile.package) itself. The
+version is Debian's source version plus `+meminit.<series commit>`, e.g.
+6.12.117-1~deb12u1+meminit.83c676362abc.
+
+Configs: `meminit` (the `run` kernels' tinyconfig + fragments: fast to build, boots a
+QEMU guest, not most real machines), `debug` (the test command's kernel), `debian`
+(Debian's own amd64 config from linux-config-6.12, what a user of Debian's kernel would
+install, with the series' options laid over it), or a config file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import lzma
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from meminit import build, deps, kconfig, paths, source
+from meminit.errors import MeminitError
+from meminit.units import GIB, format_size
+
+PACKAGING = {
+    "dpkg-dev": "/usr/bin/dpkg-buildpackage",
+    "debhelper": "/usr/bin/dh_prep",
+}
+DEBIAN_CONFIG = Path("/usr/src/linux-config-6.12/config.amd64_none_amd64.xz")
+PACKAGES_DIR = paths.WORK / "packages"
+MAINTAINER = ("meminit developers", "meminit@localhost")
+# Free space a build needs in work/, checked before it starts. Our configs' build trees
+# take 194 and 342 MiB (work/build/series and debug, 2026-11-24), their packages less;
+# a distribution config builds every driver as a module: a guard, not a measurement.
+SPACE_NEEDED = {"meminit": 2 * GIB, "debug": 2 * GIB}
+SPACE_NEEDED_FULL = 30 * GIB
+# Debian signs modules and trusts its own keys: a local build has neither key file.
+DEBIAN_OVERRIDES = """
+CONFIG_SYSTEM_TRUSTED_KEYS=""
+CONFIG_SYSTEM_REVOCATION_KEYS=""
+CONFIG_MODULE_SIG_KEY="certs/signing_key.pem"
+# the -dbg package alone would be gigabytes; Debian ships it apart too
+CONFIG_DEBUG_INFO_NONE=y
+CONFIG_DEBUG_INFO_DWARF_TOOLCHAIN_DEFAULT=n
+CONFIG_DEBUG_INFO_BTF=n
+"""
+
+
+@dataclass(frozen=True)
+class PackageConfig:
+    name: str  # meminit, debug, debian, or the file's stem
+    kernel: build.Kernel
+    base_config: Path | None  # a config file to start from; None: tinyconfig + fragments
+    with_series: bool = True  # False: the pristine source, the base line to compare with
+
+
+def config_for(choice: str, trees: source.Trees, with_series: bool = True) -> PackageConfig:
+    if choice in ("meminit", "debug"):
+        if not with_series and choice == "debug":
+            raise MeminitError("--base: the debug config needs the series (config/debug.config sets its options)")
+        variant = "base" if not with_series else "series" if choice == "meminit" else "debug"
+        return PackageConfig(choice, build.kernel_for(variant, trees), None, with_series)
+    if choice == "debian":
+        base = DEBIAN_CONFIG
+    else:
+        base = Path(choice)
+        if not base.is_file():
+            raise MeminitError(f"--config takes meminit, debug, debian or a config file; no file {choice}")
+    name = "debian" if choice == "debian" else base.name.removesuffix(".xz").removesuffix(".config")
+    variant = name if with_series else f"{name}-base"
+    kernel = build.Kernel(variant, trees.series if with_series else trees.base, paths.BUILD_ROOT / f"package-{variant}")
+    return PackageConfig(name, kernel, base, with_series)
+
+
+def package_version(source_version: str, commit: str, with_series: bool = True) -> str:
+    """Debian's version of the source with the series commit (or the base's): sorts after Debian's own."""
+    return f"{source_version}+meminit.{'' if with_series else 'base.'}{commit[:12]}"
+
+
+def makeflags(overrides: list[str]) -> str:
+    """make's command-line variables as MAKEFLAGS carries them to a make run further down."""
+    return " ".join(o.replace(" ", "\\ ") for o in overrides)
+
+
+def changelog_entry(first_line: str, trailer: str, source_version: str, commit: str,
+                    config: str, subjects: list[str] | None) -> str:
+    """mkdebian's changelog with its body ("Custom built Linux kernel.") replaced by ours;
+    subjects None: the base line, the source without the series."""
+    if subjects is None:
+        body = [f"  * {source.SOURCE_PACKAGE} {source_version} without the meminit series (the",
+                f"    base line to measure it against), commit {commit[:12]}, config {config}."]
+    else:
+        body = [f"  * {source.SOURCE_PACKAGE} {source_version} with the meminit series,",
+                f"    commit {commit[:12]}, config {config}:"]
+        body += [f"    - {subject}" for subject in subjects]
+    return "\n".join([first_line, "", *body, "", trailer]) + "\n"
+
+
+def preflight(config: PackageConfig) -> None:
+    """Say before building what would stop the build: packages, config file, disk space."""
+    needed = {**deps.KERNEL_BUILD, **PACKAGING}
+    if config.name == "debian":
+        needed["linux-config-6.12"] = str(DEBIAN_CONFIG)
+    deps.ensure(needed)
+    space = SPACE_NEEDED.get(config.name, SPACE_NEEDED_FULL)
+    paths.WORK.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(paths.WORK).free
+    if free < space:
+        raise MeminitError(f"a {config.name} package build needs about {format_size(space)} free in "
+                           f"{paths.WORK}; there are {format_size(free)}")
+
+
+def build_kernel(config: PackageConfig, jobs: int) -> None:
+    """The kernel as `build` builds it, so that packaging only relinks (its version string)."""
+    if config.base_config is None:
+        build.build(config.kernel, jobs)
+        return
+    configure_from_file(config)
+    kernel = config.kernel
+    print(f"meminit: building {config.name} kernel ({kernel.out}), -j{jobs}", file=sys.stderr, flush=True)
+    elapsed = build.run_make(kernel, build.make_command(kernel, jobs, ["bzImage", "modules"]),
+                             kernel.out / "build.log", f"build {config.name}")
+    print(f"meminit: built {config.name} kernel {kernel.release} in {elapsed:.0f}s", file=sys.stderr, flush=True)
+
+
+def configure_from_file(config: PackageConfig) -> None:
+    """The config file with local keys and no debug info, and the series' options over it."""
+    kernel = config.kernel
+    assert config.base_config is not None
+    opener = lzma.open if config.base_config.suffix == ".xz" else open
+    with opener(config.base_config, "rt") as f:
+        text = f.read()
+    series = kconfig.SERIES_FRAGMENT.read_text() if config.with_series else ""
+    kernel.out.mkdir(parents=True, exist_ok=True)
+    kconfig.reconfigure(kernel.src, kernel.out, text + DEBIAN_OVERRIDES + series)
+    dropped = kconfig.dropped_options(kconfig.parse_config(series),
+                                      kconfig.parse_config((kernel.out / ".config").read_text()))
+    if dropped:
+        raise MeminitError(f"{config.base_config} cannot carry the series' options: {', '.join(dropped)}")
+
+
+def package(choice: str, jobs: int | None = None, with_series: bool = True) -> list[Path]:
+    """Build the packages; their paths, moved to work/packages/<release>/."""
+    trees = source.prepare_trees()
+    config = config_for(choice, trees, with_series)
+    preflight(config)
+    kernel, jobs = config.kernel, jobs or os.cpu_count() or 1
+    build_kernel(config, jobs)
+    version, commit = source.source_version(), source.series_commit(kernel.src)
+    pkg_version = package_version(version, commit, config.with_series)
+    subjects = source.git(kernel.src, "log", "--reverse", "--format=%s",
+                          f"{source.BASE_TAG}..HEAD").splitlines() if config.with_series else None
+    env = {"KDEB_PKGVERSION": pkg_version, "KDEB_SOURCENAME": "linux-meminit",
+           "DEBFULLNAME": MAINTAINER[0], "DEBEMAIL": MAINTAINER[1]}
+    # bindeb-pkg's `debian` step: scripts/package/mkdebian in the build's environment
+    build.run_make(kernel, build.make_command(kernel, jobs, [
+        "run-command", "KBUILD_RUN_COMMAND=$(srctree)/scripts/package/mkdebian"]),
+        kernel.out / "debian.log", f"package {config.name}: debian/", env)
+    changelog = kernel.out / "debian" / "changelog"
+    lines = changelog.read_text().splitlines()
+    changelog.write_text(changelog_entry(lines[0], next(x for x in lines if x.startswith(" -- ")),
+                                         version, commit, config.name, subjects))
+    arch = (kernel.out / "debian" / "arch").read_text().strip()
+    for old in kernel.out.parent.glob(f"linux-*_{pkg_version}_*"):
+        old.unlink()
+    print(f"meminit: packaging {config.name} kernel {pkg_version} with -j{jobs}; log: "
+          f"{kernel.out / 'package.log'}", file=sys.stderr, flush=True)
+    # bindeb-pkg's recipe (scripts/Makefile.package) without its `debian` step, which
+    # would write the changelog again; make's variables reach debian/rules through MAKEFLAGS
+    elapsed = build.run_make(
+        kernel, ["dpkg-buildpackage", "--build=binary", "--no-pre-clean", "--unsigned-changes",
+                 "-Rmake -f debian/rules", "-j1", f"-a{arch}", "--no-check-builddeps"],
+        kernel.out / "package.log", f"package {config.name}",
+        {**env, "MAKEFLAGS": makeflags(build.make_variables(kernel)),
+         "DEB_BUILD_OPTIONS": f"parallel={jobs}"}, cwd=kernel.out)
+    release = kernel.release
+    out_dir = PACKAGES_DIR / f"{release}_{pkg_version}"
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    made = []
+    for built in sorted(kernel.out.parent.glob(f"*_{pkg_version}_*")):
+        made.append(Path(shutil.move(built, out_dir / built.name)))
+    debs = [p for p in made if p.suffix == ".deb"]
+    if not any(p.name.startswith(f"linux-image-{release}_") for p in debs):
+        raise MeminitError(f"dpkg-buildpackage made no linux-image-{release} package; see {kernel.out / 'package.log'}")
+    print(f"meminit: packaged in {elapsed:.0f}s, in {out_dir}:", file=sys.stderr)
+    for deb in debs:
+        print(f"  {deb.name}")
+    kernel_debs = [f"./{p.name}" for p in debs
+                   if p.name.startswith(("linux-image-", "linux-headers-")) and "-dbg_" not in p.name]
+    print(f"install as root, then reboot into {release}:\n  cd {out_dir} && apt install {' '.join(kernel_debs)}")
+    return debs
+
+
+def _cmd_package(args: argparse.Namespace) -> int:
+    package(args.config, args.jobs, with_series=not args.base)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("package", help="build Debian packages (linux-image, linux-headers) of the series")
+    p.add_argument("--config", default="meminit", metavar="meminit|debug|debian|FILE",
+                   help="meminit: the run kernels' trimmed config (default; boots QEMU guests, few real "
+                        "machines); debug: the test command's; debian: Debian's amd64 config from "
+                        "linux-config-6.12 with the series' options; or a config file")
+    p.add_argument("--base", action="store_true",
+                   help="the pristine source with the same config, no series: the base line to measure against")
+    p.add_argument("-j", "--jobs", type=int, help="build jobs (default: CPUs)")
+    p.set_defaults(func=_cmd_package)

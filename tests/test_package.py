@@ -1,0 +1,88 @@
+"""`meminit package`, offline: its version, its changelog, the config it is asked for and
+what stops it before it builds. tests/test_package_guest.py builds, installs and boots one."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from meminit import build, deps, package, source
+from meminit.errors import MeminitError
+
+TREES = source.Trees(base=Path("/nonexistent/base"), series=Path("/nonexistent/series"))
+
+
+def test_the_version_is_debian_s_with_the_series_commit_and_sorts_after_it():
+    version = package.package_version("6.12.117-1~deb12u1", "83c676362249abcdef")
+    assert version == "6.12.117-1~deb12u1+meminit.83c676362249"
+
+
+def test_the_changelog_names_the_source_the_commit_the_config_and_every_patch():
+    text = package.changelog_entry("linux-meminit (V) bookworm; urgency=low",
+                                   " -- meminit developers <meminit@localhost>  Tue, 24 Nov 2026 10:14:05 +0000",
+                                   "6.12.117-1~deb12u1", "83c676362249abcdef", "debian", ["mm: one", "mm: two"])
+    assert text.splitlines() == [
+        "linux-meminit (V) bookworm; urgency=low", "",
+        "  * linux-source-6.12 6.12.117-1~deb12u1 with the meminit series,",
+        "    commit 83c676362249, config debian:",
+        "    - mm: one", "    - mm: two", "",
+        " -- meminit developers <meminit@localhost>  Tue, 24 Nov 2026 10:14:05 +0000"]
+
+
+def test_a_base_line_package_says_it_has_no_series():
+    assert package.package_version("6.12.117-1~deb12u1", "68c629b264fe99", with_series=False) == \
+        "6.12.117-1~deb12u1+meminit.base.68c629b264fe"
+    text = package.changelog_entry("l", " -- m", "6.12.117-1~deb12u1", "68c629b264fe99", "debian", None)
+    assert "without the meminit series" in text and "    - " not in text
+
+
+def test_configs_map_to_kernels_and_build_dirs(tmp_path):
+    assert package.config_for("meminit", TREES).kernel.variant == "series"
+    assert package.config_for("debug", TREES).kernel.variant == "debug"
+    debian = package.config_for("debian", TREES)
+    assert (debian.base_config, debian.kernel.localversion) == (package.DEBIAN_CONFIG, "-meminit-debian")
+    mine = tmp_path / "big.config"
+    mine.write_text("CONFIG_64BIT=y\n")
+    custom = package.config_for(str(mine), TREES)
+    assert (custom.name, custom.kernel.out.name, custom.kernel.src) == ("big", "package-big", TREES.series)
+    with pytest.raises(MeminitError, match="meminit, debug, debian or a config file"):
+        package.config_for(str(tmp_path / "missing.config"), TREES)
+    # --base: the pristine tree, its own build dir and release
+    base = package.config_for("debian", TREES, with_series=False)
+    assert (base.kernel.src, base.kernel.out.name, base.kernel.localversion) == (
+        TREES.base, "package-debian-base", "-meminit-debian-base")
+    assert package.config_for("meminit", TREES, with_series=False).kernel.variant == "base"
+    with pytest.raises(MeminitError, match="debug config needs the series"):
+        package.config_for("debug", TREES, with_series=False)
+
+
+def test_a_build_without_room_is_refused_before_it_starts(monkeypatch):
+    monkeypatch.setattr(deps, "ensure", lambda packages: None)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(100 << 30, 99 << 30, 1 << 30))
+    with pytest.raises(MeminitError, match="needs about 2G free .* there are 1G"):
+        package.preflight(package.config_for("meminit", TREES))
+    with pytest.raises(MeminitError, match="debian package build needs about 30G"):
+        package.preflight(package.config_for("debian", TREES))
+
+
+def test_the_debian_config_is_asked_for_with_the_build_tools_and_dpkg_dev(monkeypatch):
+    asked: list[dict] = []
+    monkeypatch.setattr(deps, "ensure", asked.append)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(100 << 30, 0, 100 << 30))
+    package.preflight(package.config_for("debian", TREES))
+    (needed,) = asked
+    assert {"linux-config-6.12", "dpkg-dev", "debhelper", "linux-source-6.12"} <= set(needed)
+
+
+def test_make_s_variables_reach_debian_rules_escaped():
+    assert package.makeflags(["LOCALVERSION=-meminit-series", "CC=ccache gcc"]) == \
+        "LOCALVERSION=-meminit-series CC=ccache\\ gcc"
+
+
+def test_packaging_builds_with_the_variables_build_used():
+    # else debian/rules' make would rebuild every object with another CC, or another release
+    kernel = package.config_for("meminit", TREES).kernel
+    assert build.make_variables(kernel) == ["CC=ccache gcc", "LOCALVERSION=-meminit-series"]
+    assert set(build.make_variables(kernel)) <= set(build.make_command(kernel, 2, ["bzImage"]))
