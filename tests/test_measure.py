@@ -231,7 +231,8 @@ def kernel_files(tmp_path, monkeypatch) -> host_measure.KernelFiles:
     d = tmp_path / "debugfs"
     (d / "dynamic_debug").mkdir(parents=True)
     files = host_measure.KernelFiles(debugfs=d, mode=d / "mode", threads=d / "threads", hash=d / "hash",
-                                     dynamic_debug=d / "dynamic_debug" / "control", kmsg=tmp_path / "kmsg")
+                                     dynamic_debug=d / "dynamic_debug" / "control", kmsg=tmp_path / "kmsg",
+                                     lockdown=tmp_path / "no-lockdown")
     files.mode.write_text("slow [template] streaming auto\n")
     files.threads.write_text("0\n")
     control = dict(CONTROL)
@@ -356,6 +357,17 @@ def test_a_failed_bind_is_retried_when_putting_back_and_named_if_that_fails(tmp_
     with pytest.raises(MeminitError, match="bind >> .* failed"):
         measure.rebind_and_restore(req, device, kernel_files, FakeLog)
     assert calls.read_text().split() == ["unbind", "bind", "bind"]
+
+
+def test_a_locked_down_kernel_is_refused_before_anything_changes(tmp_path, kernel_files):
+    kernel_files.lockdown = tmp_path / "lockdown"
+    kernel_files.lockdown.write_text("none [integrity] confidentiality\n")
+    settings = host_measure.Settings()
+    with pytest.raises(MeminitError, match="locked down \\(integrity"):
+        host_measure.prepare_kernel(kernel_files, settings, None)
+    assert settings.undo == [] and dynamic_debug(kernel_files) == CONTROL
+    kernel_files.lockdown.write_text("[none] integrity confidentiality\n")
+    host_measure.prepare_kernel(kernel_files, settings, None)
 
 
 def test_a_kernel_without_the_switch_measures_default_only(tmp_path, kernel_files):

@@ -46,9 +46,12 @@ def guest_script() -> str:
     return f"""#!/bin/bash
 set -u
 mkdir -p /tmp/mpl && cp {fonts}/fontlist-*.json /tmp/mpl/ 2>/dev/null
-mountpoint -q /sys/kernel/debug || mount -t debugfs debugfs /sys/kernel/debug
-state() {{ cat {memmap_log.MODE_FILE} {memmap_log.THREADS_FILE}
+# debugfs stays unmounted but while state() reads it, so measure mounts it and must unmount it
+mountpoint -q /sys/kernel/debug && umount /sys/kernel/debug
+state() {{ mountpoint /sys/kernel/debug; mount -t debugfs debugfs /sys/kernel/debug
+          cat {memmap_log.MODE_FILE} {memmap_log.THREADS_FILE}
           grep -F mm/mm_init.c /sys/kernel/debug/dynamic_debug/control | grep -c ' =p ' || true
+          umount /sys/kernel/debug
           ndctl list -N -n namespace0.0 | tr -d ' \\n'; echo; }}
 step() {{ local name=$1; shift; state > $name.before; "$@" > $name.out 2> $name.err; echo $? > $name.rc
          state > $name.after; }}
@@ -139,7 +142,7 @@ def test_measure_gives_run_s_table_and_puts_everything_back(guest_measure):
     assert (run / "measured.before").read_text() == (run / "measured.after").read_text()
     result_file = result_of(run, "fsdax-mapdev", "namespace")
     result = json.loads(result_file.read_text())
-    modes = (run / "measured.before").read_text().split("\n")[0].replace("[", "").replace("]", "").split()
+    modes = (run / "measured.before").read_text().split("\n")[1].replace("[", "").replace("]", "").split()
     (entry,) = result["scenarios"]
     assert entry["name"] == "fsdax-mapdev" and result["accel"] == "host"
     assert [g["variant"] for g in entry["groups"]] == modes

@@ -8,15 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from meminit import build, deps, package, source
+from meminit import build, deps, package, proc, source
 from meminit.errors import MeminitError
 
 TREES = source.Trees(base=Path("/nonexistent/base"), series=Path("/nonexistent/series"))
 
 
-def test_the_version_is_debian_s_with_the_series_commit_and_sorts_after_it():
-    version = package.package_version("6.12.117-1~deb12u1", "83c676362249abcdef")
-    assert version == "6.12.117-1~deb12u1+meminit.83c676362249"
+def test_the_version_is_debian_s_then_the_commit_s_time_and_the_commit():
+    version = package.package_version("6.12.117-1~deb12u1", "83c676362249abcdef", 1795957200)
+    assert version == "6.12.117-1~deb12u1+meminit.20261129130000.83c676362249"
+    later = package.package_version("6.12.117-1~deb12u1", "0a1b2c3d4e5f", 1795957201)
+    for lower, higher in (("6.12.117-1~deb12u1", version), (version, later)):
+        assert proc.run(["dpkg", "--compare-versions", lower, "lt", higher], check=False).returncode == 0
 
 
 def test_the_changelog_names_the_source_the_commit_the_config_and_every_patch():
@@ -32,8 +35,8 @@ def test_the_changelog_names_the_source_the_commit_the_config_and_every_patch():
 
 
 def test_a_base_line_package_says_it_has_no_series():
-    assert package.package_version("6.12.117-1~deb12u1", "68c629b264fe99", with_series=False) == \
-        "6.12.117-1~deb12u1+meminit.base.68c629b264fe"
+    assert package.package_version("6.12.117-1~deb12u1", "68c629b264fe99", 1731801600, with_series=False) == \
+        "6.12.117-1~deb12u1+meminit.base.20241117000000.68c629b264fe"
     text = package.changelog_entry("l", " -- m", "6.12.117-1~deb12u1", "68c629b264fe99", "debian", None)
     assert "without the meminit series" in text and "    - " not in text
 
@@ -43,10 +46,16 @@ def test_configs_map_to_kernels_and_build_dirs(tmp_path):
     assert package.config_for("debug", TREES).kernel.variant == "debug"
     debian = package.config_for("debian", TREES)
     assert (debian.base_config, debian.kernel.localversion) == (package.DEBIAN_CONFIG, "-meminit-debian")
-    mine = tmp_path / "big.config"
-    mine.write_text("CONFIG_64BIT=y\n")
+    mine = tmp_path / "Big Box.config"
+    mine.write_text("CONFIG_64BIT=y\nCONFIG_X86_64=y\n")
     custom = package.config_for(str(mine), TREES)
-    assert (custom.name, custom.kernel.out.name, custom.kernel.src) == ("big", "package-big", TREES.series)
+    assert (custom.name, custom.kernel.out.name, custom.kernel.src) == ("big-box", "package-big-box", TREES.series)
+    # a file named like a built-in config gets its own name, so it never takes their packages
+    (tmp_path / "debug.config").write_text("CONFIG_X86_64=y\n")
+    assert package.config_for(str(tmp_path / "debug.config"), TREES).kernel.localversion == "-meminit-file-debug"
+    (tmp_path / "arm64.config").write_text("CONFIG_ARM64=y\n")
+    with pytest.raises(MeminitError, match="not an x86-64 config"):
+        package.config_for(str(tmp_path / "arm64.config"), TREES)
     with pytest.raises(MeminitError, match="meminit, debug, debian or a config file"):
         package.config_for(str(tmp_path / "missing.config"), TREES)
     # --base: the pristine tree, its own build dir and release
@@ -86,3 +95,29 @@ def test_packaging_builds_with_the_variables_build_used():
     kernel = package.config_for("meminit", TREES).kernel
     assert build.make_variables(kernel) == ["CC=ccache gcc", "LOCALVERSION=-meminit-series"]
     assert set(build.make_variables(kernel)) <= set(build.make_command(kernel, 2, ["bzImage"]))
+
+
+def test_linux_libc_dev_is_not_built(tmp_path):
+    control = tmp_path / "control"
+    control.write_text("Source: linux-meminit-series\n\nPackage: linux-image-6.12.117-meminit-series\n"
+                       "Architecture: amd64\n\nPackage: linux-libc-dev\nSection: devel\n\n"
+                       "Package: linux-headers-6.12.117-meminit-series\n")
+    package.without_libc_dev(control)
+    assert "linux-libc-dev" not in control.read_text()
+    assert control.read_text().count("Package: ") == 2
+
+
+def test_packages_from_a_file_carry_the_series_without_its_kunit_suites():
+    options = package.series_options()
+    assert "CONFIG_ZONE_DEVICE_MEMMAP_HASH=y" in options and "KUNIT" not in options
+
+
+def test_a_built_tree_needs_room_only_for_packaging(tmp_path, monkeypatch):
+    monkeypatch.setattr(deps, "ensure", lambda packages: None)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(100 << 30, 90 << 30, 10 << 30))
+    config = package.config_for("debian", TREES)
+    config = package.PackageConfig(config.name, build.Kernel("debian", TREES.series, tmp_path), config.base_config)
+    with pytest.raises(MeminitError, match="needs about 30G"):
+        package.preflight(config)
+    (tmp_path / "vmlinux").write_text("")
+    package.preflight(config)

@@ -11,12 +11,12 @@ and booted in a second guest.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
-from meminit import build, package, proc, results, source, vm
+from meminit import build, deps, kconfig, package, proc, results, source, vm
 
 pytestmark = pytest.mark.kernel
 
@@ -43,7 +43,7 @@ def packaged(kernel_trees) -> Packaged:
     kernel = build.kernel_for("debug", kernel_trees)
     run_dir = results.new_run_dir("test-package")
     accel = vm.resolve_accel("auto", kernel.image, run_dir, kernel.variant)
-    version = package.package_version(source.source_version(), source.series_commit(kernel_trees.series))
+    version = package.version_of(kernel_trees.series)
     return Packaged(debs, kernel.release, version, run_dir, accel)
 
 
@@ -84,6 +84,8 @@ def test_the_image_package_installs_with_dpkg_in_a_guest(packaged):
               f"ls /boot /lib/modules > {out}/installed-files.txt")
     kernel = build.kernel_for("debug", source.prepare_trees())
     boot(kernel.image, packaged, "install", script, OVERLAYS)
+    # the test's premise: virtme-ng had linked the running kernel's modules there
+    assert "->" in (out / "modules-before.txt").read_text()
     assert (out / "install.rc").read_text().strip() == "0", (out / "install.out").read_text()
     assert (out / "installed.txt").read_text() == packaged.version
     files = (out / "installed-files.txt").read_text().split()
@@ -99,3 +101,18 @@ def test_the_packaged_kernel_boots(packaged):
     assert (out / "uname.txt").read_text().strip() == packaged.release
     revision = packaged.version.rsplit("-", 1)[1]
     assert f"#{revision} " in (out / "version.txt").read_text()
+
+
+@pytest.mark.parametrize("with_series", [True, False], ids=["series", "base"])
+def test_debian_s_config_takes_what_measure_needs(kernel_trees, with_series, tmp_path):
+    """`package --config debian [--base]` as far as its config: configure_from_file fails
+    naming any option of config/package.config or the series that olddefconfig drops."""
+    deps.ensure({"linux-config-6.12": str(package.DEBIAN_CONFIG)})
+    config = package.config_for("debian", kernel_trees, with_series)
+    config = replace(config, kernel=replace(config.kernel, out=tmp_path / "out"))
+    package.configure_from_file(config)
+    final = kconfig.parse_config((tmp_path / "out" / ".config").read_text())
+    assert final.get("CONFIG_DEVICE_PRIVATE") == "y" and final.get("CONFIG_TEST_HMM") == "m"
+    assert final.get("CONFIG_DEBUG_INFO_NONE") == "y" and final.get("CONFIG_MODULE_SIG_ALL") == "y"
+    assert (final.get("CONFIG_ZONE_DEVICE_MEMMAP_HASH") == "y") == with_series
+    assert not [k for k, v in final.items() if k.endswith("_KUNIT_TEST") and v == "y"]

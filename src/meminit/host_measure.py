@@ -43,6 +43,7 @@ class KernelFiles:
     dynamic_debug: Path = DYNAMIC_DEBUG
     kmsg: Path = Path("/dev/kmsg")
     iomem: Path = Path("/proc/iomem")
+    lockdown: Path = Path("/sys/kernel/security/lockdown")
 
 
 class KernelLog:
@@ -163,6 +164,12 @@ class KernelModes:
 
 def prepare_kernel(files: KernelFiles, settings: Settings, threads: int | None) -> KernelModes:
     """debugfs mounted, timing lines on, threads set; what the kernel's switch offers."""
+    if files.lockdown.exists():
+        _, level = mode_of(files.lockdown.read_text())
+        if level != "none":
+            raise MeminitError(f"the kernel is locked down ({level}, as under Secure Boot): debugfs refuses "
+                               "the writes that switch modes and turn on the timing lines; boot with Secure "
+                               "Boot off, or lockdown=none where the kernel allows it")
     if not os.path.ismount(files.debugfs) and files.debugfs == DEBUGFS:
         proc.run(["mount", "-t", "debugfs", "debugfs", str(files.debugfs)], "mount debugfs")
         settings.undo.append(("unmount debugfs", lambda: proc.run(["umount", str(files.debugfs)], "umount")))

@@ -19,7 +19,9 @@ import argparse
 import lzma
 import os
 import shutil
+import re
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,16 +41,17 @@ MAINTAINER = ("meminit developers", "meminit@localhost")
 # a distribution config builds every driver as a module: a guard, not a measurement.
 SPACE_NEEDED = {"meminit": 2 * GIB, "debug": 2 * GIB}
 SPACE_NEEDED_FULL = 30 * GIB
-# Debian signs modules and trusts its own keys: a local build has neither key file.
+PACKAGE_FRAGMENT = paths.CONFIG_DIR / "package.config"
+# Debian's config without debug info: the -dbg package alone would be gigabytes and hours
+# of the build (Debian ships it apart too); BTF needs it, so it goes too. linux-config-6.12
+# already leaves out Debian's trusted and signing keys: modules are signed with a key
+# made at build time.
 DEBIAN_OVERRIDES = """
-CONFIG_SYSTEM_TRUSTED_KEYS=""
-CONFIG_SYSTEM_REVOCATION_KEYS=""
-CONFIG_MODULE_SIG_KEY="certs/signing_key.pem"
-# the -dbg package alone would be gigabytes; Debian ships it apart too
 CONFIG_DEBUG_INFO_NONE=y
 CONFIG_DEBUG_INFO_DWARF_TOOLCHAIN_DEFAULT=n
 CONFIG_DEBUG_INFO_BTF=n
 """
+BUILT_IN_NAMES = ("meminit", "debug", "debian", "base", "series")
 
 
 @dataclass(frozen=True)
@@ -71,15 +74,35 @@ def config_for(choice: str, trees: source.Trees, with_series: bool = True) -> Pa
         base = Path(choice)
         if not base.is_file():
             raise MeminitError(f"--config takes meminit, debug, debian or a config file; no file {choice}")
-    name = "debian" if choice == "debian" else base.name.removesuffix(".xz").removesuffix(".config")
+    if choice == "debian":
+        name = "debian"
+    else:
+        if "CONFIG_X86_64=y" not in read_config(base):
+            raise MeminitError(f"{base} is not an x86-64 config (no CONFIG_X86_64=y): packages are built for amd64")
+        name = re.sub(r"[^a-z0-9.+-]+", "-", base.name.removesuffix(".xz").removesuffix(".config").lower()).strip("-")
+        name = f"file-{name}" if name in BUILT_IN_NAMES or not name else name
     variant = name if with_series else f"{name}-base"
     kernel = build.Kernel(variant, trees.series if with_series else trees.base, paths.BUILD_ROOT / f"package-{variant}")
     return PackageConfig(name, kernel, base, with_series)
 
 
-def package_version(source_version: str, commit: str, with_series: bool = True) -> str:
-    """Debian's version of the source with the series commit (or the base's): sorts after Debian's own."""
-    return f"{source_version}+meminit.{'' if with_series else 'base.'}{commit[:12]}"
+def read_config(path: Path) -> str:
+    opener = lzma.open if path.suffix == ".xz" else open
+    with opener(path, "rt") as f:
+        return f.read()
+
+
+def package_version(source_version: str, commit: str, committed: int, with_series: bool = True) -> str:
+    """Debian's version of the source, then the commit's time (UTC), so a later build of the
+    series sorts after an earlier one, then the commit: <source>+meminit.<YYYYmmddHHMMSS>.<commit>."""
+    stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime(committed))
+    return f"{source_version}+meminit.{'' if with_series else 'base.'}{stamp}.{commit[:12]}"
+
+
+def version_of(tree: Path, with_series: bool = True) -> str:
+    """package_version() of the tree's HEAD."""
+    committed = int(source.git(tree, "log", "-1", "--format=%ct").strip())
+    return package_version(source.source_version(), source.series_commit(tree), committed, with_series)
 
 
 def makeflags(overrides: list[str]) -> str:
@@ -107,7 +130,9 @@ def preflight(config: PackageConfig) -> None:
     if config.name == "debian":
         needed["linux-config-6.12"] = str(DEBIAN_CONFIG)
     deps.ensure(needed)
-    space = SPACE_NEEDED.get(config.name, SPACE_NEEDED_FULL)
+    # a built tree is only relinked and packaged
+    built = (config.kernel.out / "vmlinux").exists()
+    space = SPACE_NEEDED["meminit"] if built else SPACE_NEEDED.get(config.name, SPACE_NEEDED_FULL)
     paths.WORK.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(paths.WORK).free
     if free < space:
@@ -132,16 +157,21 @@ def configure_from_file(config: PackageConfig) -> None:
     """The config file with local keys and no debug info, and the series' options over it."""
     kernel = config.kernel
     assert config.base_config is not None
-    opener = lzma.open if config.base_config.suffix == ".xz" else open
-    with opener(config.base_config, "rt") as f:
-        text = f.read()
-    series = kconfig.SERIES_FRAGMENT.read_text() if config.with_series else ""
+    wanted = PACKAGE_FRAGMENT.read_text() + (series_options() if config.with_series else "")
+    overrides = DEBIAN_OVERRIDES if config.name == "debian" else ""
     kernel.out.mkdir(parents=True, exist_ok=True)
-    kconfig.reconfigure(kernel.src, kernel.out, text + DEBIAN_OVERRIDES + series)
-    dropped = kconfig.dropped_options(kconfig.parse_config(series),
+    kconfig.reconfigure(kernel.src, kernel.out, read_config(config.base_config) + overrides + wanted)
+    dropped = kconfig.dropped_options(kconfig.parse_config(wanted),
                                       kconfig.parse_config((kernel.out / ".config").read_text()))
     if dropped:
-        raise MeminitError(f"{config.base_config} cannot carry the series' options: {', '.join(dropped)}")
+        raise MeminitError(f"{config.base_config} cannot carry the options of {PACKAGE_FRAGMENT.name}"
+                           f"{' and the series' if config.with_series else ''}: {', '.join(dropped)}")
+
+
+def series_options() -> str:
+    """config/series.config without its KUnit suites: a real machine's kernel does not run them."""
+    return "".join(line for line in kconfig.SERIES_FRAGMENT.read_text().splitlines(keepends=True)
+                   if "_KUNIT_TEST=" not in line)
 
 
 def package(choice: str, jobs: int | None = None, with_series: bool = True) -> list[Path]:
@@ -152,11 +182,12 @@ def package(choice: str, jobs: int | None = None, with_series: bool = True) -> l
     kernel, jobs = config.kernel, jobs or os.cpu_count() or 1
     build_kernel(config, jobs)
     version, commit = source.source_version(), source.series_commit(kernel.src)
-    pkg_version = package_version(version, commit, config.with_series)
+    pkg_version = version_of(kernel.src, config.with_series)
+    source_name = f"linux-meminit-{kernel.variant}"
     subjects = source.git(kernel.src, "log", "--reverse", "--format=%s",
                           f"{source.BASE_TAG}..HEAD").splitlines() if config.with_series else None
-    env = {"KDEB_PKGVERSION": pkg_version, "KDEB_SOURCENAME": "linux-meminit",
-           "DEBFULLNAME": MAINTAINER[0], "DEBEMAIL": MAINTAINER[1]}
+    env = {"KDEB_PKGVERSION": pkg_version, "KDEB_SOURCENAME": source_name,
+           "DEBFULLNAME": MAINTAINER[0], "DEBEMAIL": MAINTAINER[1], "KBUILD_VERBOSE": "0"}
     # bindeb-pkg's `debian` step: scripts/package/mkdebian in the build's environment
     build.run_make(kernel, build.make_command(kernel, jobs, [
         "run-command", "KBUILD_RUN_COMMAND=$(srctree)/scripts/package/mkdebian"]),
@@ -165,28 +196,29 @@ def package(choice: str, jobs: int | None = None, with_series: bool = True) -> l
     lines = changelog.read_text().splitlines()
     changelog.write_text(changelog_entry(lines[0], next(x for x in lines if x.startswith(" -- ")),
                                          version, commit, config.name, subjects))
+    without_libc_dev(kernel.out / "debian" / "control")
     arch = (kernel.out / "debian" / "arch").read_text().strip()
-    for old in kernel.out.parent.glob(f"linux-*_{pkg_version}_*"):
-        old.unlink()
+    release = kernel.release
+    made = [kernel.out.parent / f"{name}_{pkg_version}_{arch}.{kind}" for name, kind in (
+        (f"linux-image-{release}", "deb"), (f"linux-image-{release}-dbg", "deb"),
+        (f"linux-headers-{release}", "deb"), (source_name, "buildinfo"), (source_name, "changes"))]
+    for old in made:
+        old.unlink(missing_ok=True)
     print(f"meminit: packaging {config.name} kernel {pkg_version} with -j{jobs}; log: "
           f"{kernel.out / 'package.log'}", file=sys.stderr, flush=True)
     # bindeb-pkg's recipe (scripts/Makefile.package) without its `debian` step, which
     # would write the changelog again; make's variables reach debian/rules through MAKEFLAGS
     elapsed = build.run_make(
         kernel, ["dpkg-buildpackage", "--build=binary", "--no-pre-clean", "--unsigned-changes",
-                 "-Rmake -f debian/rules", "-j1", f"-a{arch}", "--no-check-builddeps"],
+                 "-Rmake -f debian/rules", f"-j{jobs}", f"-a{arch}", "--no-check-builddeps"],
         kernel.out / "package.log", f"package {config.name}",
-        {**env, "MAKEFLAGS": makeflags(build.make_variables(kernel)),
-         "DEB_BUILD_OPTIONS": f"parallel={jobs}"}, cwd=kernel.out)
-    release = kernel.release
+        {**env, "MAKEFLAGS": makeflags(build.make_variables(kernel))}, cwd=kernel.out)
     out_dir = PACKAGES_DIR / f"{release}_{pkg_version}"
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
-    made = []
-    for built in sorted(kernel.out.parent.glob(f"*_{pkg_version}_*")):
-        made.append(Path(shutil.move(built, out_dir / built.name)))
-    debs = [p for p in made if p.suffix == ".deb"]
+    moved = [Path(shutil.move(built, out_dir / built.name)) for built in made if built.exists()]
+    debs = [p for p in moved if p.suffix == ".deb"]
     if not any(p.name.startswith(f"linux-image-{release}_") for p in debs):
         raise MeminitError(f"dpkg-buildpackage made no linux-image-{release} package; see {kernel.out / 'package.log'}")
     print(f"meminit: packaged in {elapsed:.0f}s, in {out_dir}:", file=sys.stderr)
@@ -194,8 +226,19 @@ def package(choice: str, jobs: int | None = None, with_series: bool = True) -> l
         print(f"  {deb.name}")
     kernel_debs = [f"./{p.name}" for p in debs
                    if p.name.startswith(("linux-image-", "linux-headers-")) and "-dbg_" not in p.name]
-    print(f"install as root, then reboot into {release}:\n  cd {out_dir} && apt install {' '.join(kernel_debs)}")
+    print(f"install as root, then boot {release} once from GRUB's \"Advanced options\" menu (or "
+          f"grub-reboot) before making it the default:\n  cd {out_dir} && apt install {' '.join(kernel_debs)}")
+    if config.base_config is None:
+        print(f"note: the {config.name} config is trimmed for QEMU guests and will not boot most real "
+              "machines; for those, --config debian", file=sys.stderr)
     return debs
+
+
+def without_libc_dev(control: Path) -> None:
+    """debian/control without linux-libc-dev: ours would replace Debian's userspace headers
+    (its version sorts higher) and take their updates away."""
+    stanzas = control.read_text().split("\n\n")
+    control.write_text("\n\n".join(s for s in stanzas if not s.startswith("Package: linux-libc-dev")))
 
 
 def _cmd_package(args: argparse.Namespace) -> int:
