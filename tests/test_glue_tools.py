@@ -49,7 +49,9 @@ def test_ensure_installs_only_what_is_missing_and_updates_once(fake_apt, tmp_pat
     deps.ensure({"here": str(tmp_path / "probe-here"), "one": str(tmp_path / "probe-one")})
     deps.ensure({"two": str(tmp_path / "probe-two")})
     assert fake_apt.read_text().splitlines() == [
-        "update -q", "install -y -q --no-install-recommends one", "install -y -q --no-install-recommends two"]
+        "update -q -o DPkg::Lock::Timeout=600",
+        "install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 one",
+        "install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 two"]
     assert (tmp_path / "probe-one").exists() and (tmp_path / "probe-two").exists()
 
 

@@ -51,6 +51,9 @@ def missing(packages: dict[str, str]) -> list[str]:
 
 
 _updated = False
+# Another apt (unattended-upgrades on a real machine, a second meminit) holds dpkg's lock
+# for a while: wait for it rather than fail.
+LOCK_WAIT = ["-o", "DPkg::Lock::Timeout=600"]
 
 
 def ensure(packages: dict[str, str]) -> None:
@@ -64,7 +67,7 @@ def ensure(packages: dict[str, str]) -> None:
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     if not _updated:
         print("meminit: apt-get update", file=sys.stderr, flush=True)
-        update = proc.run(["apt-get", "update", "-q"], env=env, check=False)
+        update = proc.run(["apt-get", "update", "-q", *LOCK_WAIT], env=env, check=False)
         complaints = [line for line in update.stdout.splitlines() + update.stderr.splitlines()
                       if line.startswith(("E:", "W:", "Err:"))]
         if update.returncode != 0 or complaints:   # the install below may still work: say it
@@ -73,7 +76,7 @@ def ensure(packages: dict[str, str]) -> None:
         _updated = True
     for name in todo:
         print(f"meminit: apt-get install {name}", file=sys.stderr, flush=True)
-        proc.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", name],
+        proc.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *LOCK_WAIT, name],
                  f"apt-get install {name}", env=env)
 
 
