@@ -65,6 +65,11 @@ def test_a_dax_device_onlined_as_ram_is_refused():
     assert "system RAM" in ram.refusals[0]
     dax = devices.dax_device("dax0.0", [{"chardev": "dax0.0", "size": 1 << 30, "mode": "devdax", "align": 2097152}])
     assert (dax.refusals, dax.unbind, dax.scenario) == ((), ("daxctl", "disable-device", "dax0.0"), "devdax-2m")
+    off = devices.dax_device("dax0.0", [{"chardev": "dax0.0", "size": 1 << 30, "mode": "devdax",
+                                         "state": "disabled"}])
+    assert off.refusals == ("dax0.0 is disabled: enable it (daxctl enable-device dax0.0) and run again",)
+    famfs = devices.dax_device("dax0.0", [{"chardev": "dax0.0", "size": 1 << 30, "mode": "famfs"}])
+    assert famfs.refusals == ("dax0.0 is in mode 'famfs', not devdax",)
 
 
 @pytest.mark.parametrize("kind,name", [("namespace", "all"), ("namespace", "namespace0.0 namespace1.0"),
@@ -380,6 +385,76 @@ def test_a_kernel_without_the_switch_measures_default_only(tmp_path, kernel_file
     with pytest.raises(MeminitError, match="--init-threads needs"):
         host_measure.prepare_kernel(kernel_files, settings, 2)
     assert settings.restore() == []
+
+
+def test_a_refused_device_changes_nothing(tmp_path, machine, kernel_files, monkeypatch):
+    view = machine
+    (view.sys / "module" / "test_hmm").mkdir(parents=True)
+    monkeypatch.setattr(measure.deps, "ensure", lambda packages: None)
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("a refused device was rebound")
+    monkeypatch.setattr(measure, "rebind_and_restore", must_not_run)
+    req = measure.MeasureRequest(kind="hmm", name="test_hmm", results_root=tmp_path / "results")
+    with pytest.raises(MeminitError, match="refusing to rebind test_hmm:\n  - test_hmm is already loaded"):
+        measure.measure(req, kernel_files, view)
+    with pytest.raises(MeminitError, match="--rebinds must be at least 1"):
+        measure.measure(measure.MeasureRequest(kind="hmm", name="test_hmm", rebinds=0), kernel_files, view)
+    assert dynamic_debug(kernel_files) == CONTROL and not (tmp_path / "results").exists()
+
+
+def test_a_kernel_without_what_measure_needs_is_refused_and_left_as_it_was(tmp_path, kernel_files):
+    settings = host_measure.Settings()
+    kernel = host_measure.prepare_kernel(kernel_files, settings, None)
+    with pytest.raises(MeminitError, match="the kernel has no mode fast \\(it has slow template"):
+        host_measure.choose_variants(["slow", "fast"], kernel)
+    assert host_measure.choose_variants(["streaming", "slow"], kernel) == ["streaming", "slow"]
+    assert settings.restore() == []
+    kernel_files.threads.unlink()
+    with pytest.raises(MeminitError, match="this kernel has no .*threads"):
+        host_measure.prepare_kernel(kernel_files, settings, 2)
+    assert settings.restore() == [] and kernel_files.mode.read_text().split()[1] == "[template]"
+    assert dynamic_debug(kernel_files) == CONTROL
+    kernel_files.dynamic_debug.unlink()
+    with pytest.raises(MeminitError, match="needs CONFIG_DYNAMIC_DEBUG"):
+        host_measure.prepare_kernel(kernel_files, settings, None)
+    with pytest.raises(MeminitError, match="cannot tell the current mode"):
+        host_measure.mode_of("slow template\n")
+
+
+def test_what_cannot_be_put_back_is_named_and_fails_the_run(tmp_path, kernel_files):
+    # the device starts unbound; the unbind that would put it back fails
+    calls, unbinds = tmp_path / "calls", tmp_path / "unbinds"
+    device = fake_device(tmp_path, kernel_files, bound=False)
+    device = devices.Device(kind=device.kind, name=device.name, scenario=device.scenario, size=device.size,
+                            bind=device.bind, bound=False,
+                            unbind=("sh", "-c", f"echo unbind >> {calls}; echo x >> {unbinds}; "
+                                                f"[ $(wc -l < {unbinds}) -lt 2 ]"))
+    req = measure.MeasureRequest(kind="namespace", name="namespace0.0", variants=["slow"], rebinds=1)
+    with pytest.raises(MeminitError, match="the machine is not as it was: namespace0.0 unbound again"):
+        measure.rebind_and_restore(req, device, kernel_files, FakeLog)
+    assert dynamic_debug(kernel_files) == CONTROL
+
+
+def test_kernel_log_records_lost_fail_the_run(tmp_path, kernel_files):
+    class LossyLog(FakeLog):
+        lost = 1
+    req = measure.MeasureRequest(kind="namespace", name="namespace0.0", variants=["slow"], rebinds=1)
+    with pytest.raises(MeminitError, match="1 kernel log records were overwritten"):
+        measure.rebind_and_restore(req, fake_device(tmp_path, kernel_files), kernel_files, LossyLog)
+
+
+def test_struct_pages_that_differ_between_variants_fail_the_run():
+    req = measure.MeasureRequest(kind="namespace", name="namespace0.0")
+    kernel = host_measure.KernelModes(True, ["slow", "template"], "slow")
+    log = [line for v in ("slow", "template") for line in (
+        f"{memmap_log.MARK} rebind {v} 1",
+        f"memmap_init_zone_device initialised 256 pages in 1ms (1000000 ns, mode {v}, threads 1)")]
+    hashes = [f"{memmap_log.MARK}-hash slow 1 aaaa", f"{memmap_log.MARK}-hash template 1 bbbb"]
+    with pytest.raises(MeminitError, match="struct pages differ between variants"):
+        measure.host_result(req, PMEM, kernel, log, hashes)
+    same = [h.replace("bbbb", "aaaa") for h in hashes]
+    assert measure.host_result(req, PMEM, kernel, log, same)["accel"] == "host"
 
 
 def test_no_timing_line_is_an_error_not_an_empty_table():
