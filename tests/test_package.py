@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from meminit import build, deps, package, proc, source
+from meminit import build, deps, kconfig, package, proc, source
 from meminit.errors import MeminitError
 
 TREES = source.Trees(base=Path("/nonexistent/base"), series=Path("/nonexistent/series"))
@@ -121,3 +121,37 @@ def test_a_built_tree_needs_room_only_for_packaging(tmp_path, monkeypatch):
         package.preflight(config)
     (tmp_path / "vmlinux").write_text("")
     package.preflight(config)
+
+
+def test_a_config_that_drops_an_option_measure_needs_is_refused(tmp_path, monkeypatch):
+    # what olddefconfig keeps decides: DEVICE_PRIVATE needs ZONE_DEVICE, which the file may lack
+    def reconfigure(src: Path, out: Path, text: str) -> None:
+        (out / ".config").write_text("".join(line + "\n" for line in text.splitlines()
+                                            if not line.startswith("CONFIG_DEVICE_PRIVATE=")))
+    monkeypatch.setattr(kconfig, "reconfigure", reconfigure)
+    mine = tmp_path / "box.config"
+    mine.write_text("CONFIG_X86_64=y\n")
+    config = package.config_for(str(mine), TREES)
+    config = package.PackageConfig(config.name, build.Kernel("box", TREES.series, tmp_path / "out"),
+                                   config.base_config)
+    with pytest.raises(MeminitError, match="cannot carry the options of package.config and the series: "
+                                           "CONFIG_DEVICE_PRIVATE"):
+        package.configure_from_file(config)
+    monkeypatch.setattr(kconfig, "reconfigure", lambda src, out, text: (out / ".config").write_text(text))
+    package.configure_from_file(config)
+
+
+def test_packages_are_collected_and_a_run_without_the_image_fails(tmp_path):
+    release = "6.12.117-meminit-series"
+    made = [tmp_path / f"linux-headers-{release}_1_amd64.deb", tmp_path / f"linux-image-{release}_1_amd64.deb",
+            tmp_path / f"linux-image-{release}-dbg_1_amd64.deb", tmp_path / "linux-meminit-series_1_amd64.changes"]
+    out = tmp_path / "packages"
+    (out / "stale").mkdir(parents=True)
+    made[0].write_text("h")
+    with pytest.raises(MeminitError, match=f"made no linux-image-{release} package; see log"):
+        package.collect_packages(made, out, release, Path("log"))
+    for built in made:
+        built.write_text("x")
+    debs = package.collect_packages(made, out, release, Path("log"))
+    assert sorted(p.name for p in debs) == sorted(p.name for p in made if p.suffix == ".deb")
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in made)

@@ -213,14 +213,8 @@ def package(choice: str, jobs: int | None = None, with_series: bool = True) -> l
                  "-Rmake -f debian/rules", f"-j{jobs}", f"-a{arch}", "--no-check-builddeps"],
         kernel.out / "package.log", f"package {config.name}",
         {**env, "MAKEFLAGS": makeflags(build.make_variables(kernel))}, cwd=kernel.out)
+    debs = collect_packages(made, PACKAGES_DIR / f"{release}_{pkg_version}", release, kernel.out / "package.log")
     out_dir = PACKAGES_DIR / f"{release}_{pkg_version}"
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    out_dir.mkdir(parents=True)
-    moved = [Path(shutil.move(built, out_dir / built.name)) for built in made if built.exists()]
-    debs = [p for p in moved if p.suffix == ".deb"]
-    if not any(p.name.startswith(f"linux-image-{release}_") for p in debs):
-        raise MeminitError(f"dpkg-buildpackage made no linux-image-{release} package; see {kernel.out / 'package.log'}")
     print(f"meminit: packaged in {elapsed:.0f}s, in {out_dir}:", file=sys.stderr)
     for deb in debs:
         print(f"  {deb.name}")
@@ -231,6 +225,19 @@ def package(choice: str, jobs: int | None = None, with_series: bool = True) -> l
     if config.base_config is None:
         print(f"note: the {config.name} config is trimmed for QEMU guests and will not boot most real "
               "machines; for those, --config debian", file=sys.stderr)
+    return debs
+
+
+def collect_packages(made: list[Path], out_dir: Path, release: str, log: Path) -> list[Path]:
+    """The packages dpkg-buildpackage made, moved into `out_dir` (emptied first); fails
+    without the linux-image package, whatever else was made."""
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    moved = [Path(shutil.move(built, out_dir / built.name)) for built in made if built.exists()]
+    debs = [p for p in moved if p.suffix == ".deb"]
+    if not any(p.name.startswith(f"linux-image-{release}_") for p in debs):
+        raise MeminitError(f"dpkg-buildpackage made no linux-image-{release} package; see {log}")
     return debs
 
 
