@@ -213,8 +213,8 @@ def package(choice: str, jobs: int | None = None, with_series: bool = True) -> l
                  "-Rmake -f debian/rules", f"-j{jobs}", f"-a{arch}", "--no-check-builddeps"],
         kernel.out / "package.log", f"package {config.name}",
         {**env, "MAKEFLAGS": makeflags(build.make_variables(kernel))}, cwd=kernel.out)
-    debs = collect_packages(made, PACKAGES_DIR / f"{release}_{pkg_version}", release, kernel.out / "package.log")
     out_dir = PACKAGES_DIR / f"{release}_{pkg_version}"
+    debs = collect_packages(made, out_dir, release, kernel.out / "package.log")
     print(f"meminit: packaged in {elapsed:.0f}s, in {out_dir}:", file=sys.stderr)
     for deb in debs:
         print(f"  {deb.name}")
