@@ -67,13 +67,20 @@ def test_configs_map_to_kernels_and_build_dirs(tmp_path):
         package.config_for("debug", TREES, with_series=False)
 
 
-def test_a_build_without_room_is_refused_before_it_starts(monkeypatch):
+def unbuilt(choice: str, out: Path) -> package.PackageConfig:
+    """The config, its build tree `out` (not the checkout's, which may hold a built kernel)."""
+    config = package.config_for(choice, TREES)
+    kernel = build.Kernel(config.kernel.variant, TREES.series, out)
+    return package.PackageConfig(config.name, kernel, config.base_config)
+
+
+def test_a_build_without_room_is_refused_before_it_starts(monkeypatch, tmp_path):
     monkeypatch.setattr(deps, "ensure", lambda packages: None)
     monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(100 << 30, 99 << 30, 1 << 30))
     with pytest.raises(MeminitError, match="needs about 2G free .* there are 1G"):
-        package.preflight(package.config_for("meminit", TREES))
+        package.preflight(unbuilt("meminit", tmp_path))
     with pytest.raises(MeminitError, match="debian package build needs about 30G"):
-        package.preflight(package.config_for("debian", TREES))
+        package.preflight(unbuilt("debian", tmp_path))
 
 
 def test_the_debian_config_is_asked_for_with_the_build_tools_and_dpkg_dev(monkeypatch):
@@ -115,8 +122,7 @@ def test_packages_from_a_file_carry_the_series_without_its_kunit_suites():
 def test_a_built_tree_needs_room_only_for_packaging(tmp_path, monkeypatch):
     monkeypatch.setattr(deps, "ensure", lambda packages: None)
     monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(100 << 30, 90 << 30, 10 << 30))
-    config = package.config_for("debian", TREES)
-    config = package.PackageConfig(config.name, build.Kernel("debian", TREES.series, tmp_path), config.base_config)
+    config = unbuilt("debian", tmp_path)
     with pytest.raises(MeminitError, match="needs about 30G"):
         package.preflight(config)
     (tmp_path / "vmlinux").write_text("")
