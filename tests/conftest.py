@@ -36,6 +36,22 @@ def git_repo(path: Path) -> Path:
     return path
 
 
+def made_deb(directory: Path, package_name: str, files: list[str]) -> Path:
+    """A package named `package_name` with `files` (empty) in it, made by dpkg-deb."""
+    root = directory / f"{package_name}-root"
+    (root / "DEBIAN").mkdir(parents=True)
+    (root / "DEBIAN" / "control").write_text(
+        f"Package: {package_name}\nVersion: 1\nArchitecture: amd64\nMaintainer: m <m@localhost>\n"
+        "Description: d\n")
+    for name in files:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(b"")
+    deb = directory / f"{package_name}_1_amd64.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-b", str(root), str(deb)], check=True,
+                   capture_output=True)
+    return deb
+
+
 @pytest.fixture
 def drawn_figures(monkeypatch) -> list:
     """Every matplotlib figure plotting.save() writes during the test, still readable."""

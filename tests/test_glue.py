@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import stat
 import subprocess
@@ -14,10 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from meminit import benchbin, build, cli, deps, forkbench, hostinfo, kconfig, microbench, results, source, vm
+from meminit import (benchbin, build, cli, deps, forkbench, hostinfo, kconfig, microbench, paths, results,
+                     source, vm)
 from meminit.commands import run as run_command
 from meminit.errors import MeminitError
 from meminit.scenarios import base, memmap
+
+from conftest import made_deb
 
 DATA = Path(__file__).parent / "data"
 
@@ -140,6 +144,30 @@ def test_the_boot_command_prints_what_the_guest_command_printed(fake_vng, tmp_pa
     assert out.startswith("MemTotal: 4 kB\n") and "guest exit 4" in out
     assert "oops" in err and "MemTotal" not in err
 
+
+
+def test_the_boot_command_boots_a_packaged_kernel_with_pmem(fake_vng, tmp_path, monkeypatch, capsys):
+    deb = made_deb(tmp_path, "linux-image-6.12.117-x", ["boot/vmlinuz-6.12.117-x"])
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    monkeypatch.setattr(results, "new_run_dir", lambda kind: run_dir)
+    monkeypatch.setattr(source, "prepare_trees", lambda: pytest.fail("a --deb boot needs no kernel tree"))
+    monkeypatch.setenv("FAKE_VNG_MODE", "ok")
+    code = cli.main(["boot", "--deb", str(deb), "--pmem-size", "1G", "--accel", "tcg",
+                     "-c", 'echo "$MEMINIT"; pwd; touch written-here'])
+    out, _ = capsys.readouterr()
+    assert code == 0, out
+    assert out.splitlines()[:2] == [str(paths.REPO / "meminit"), str(run_dir)]
+    assert (run_dir / "written-here").exists()
+    vng = shlex.split((run_dir / "boot.cmd").read_text())
+    assert vng[vng.index("--run") + 1] == str(run_dir / "image/boot/vmlinuz-6.12.117-x")
+    assert "memmap=1G!4G" in vng and vng[vng.index("--memory") + 1] == "4096M"
+
+
+def test_the_boot_command_boots_one_kernel(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(results, "new_run_dir", lambda kind: pytest.fail("refused after a run began"))
+    assert cli.main(["boot", "debug", "--deb", str(tmp_path / "x.deb")]) == 1
+    assert "boot either a built kernel (debug) or --deb, not both" in capsys.readouterr().err
 
 # --------------------------------------------------------------- config cache
 

@@ -11,6 +11,8 @@ import pytest
 from meminit import build, deps, kconfig, package, proc, source
 from meminit.errors import MeminitError
 
+from conftest import made_deb
+
 TREES = source.Trees(base=Path("/nonexistent/base"), series=Path("/nonexistent/series"))
 
 
@@ -161,3 +163,29 @@ def test_packages_are_collected_and_a_run_without_the_image_fails(tmp_path):
     debs = package.collect_packages(made, out, release, Path("log"))
     assert sorted(p.name for p in debs) == sorted(p.name for p in made if p.suffix == ".deb")
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in made)
+
+
+def test_a_linux_image_package_unpacks_to_its_kernel_and_modules(tmp_path):
+    deb = made_deb(tmp_path, "linux-image-6.12.117-x", [
+        "boot/vmlinuz-6.12.117-x", "boot/config-6.12.117-x", "lib/modules/6.12.117-x/kernel/a.ko.xz"])
+    image, release = package.unpack_image(deb, tmp_path / "image")
+    assert (image, release) == (tmp_path / "image/boot/vmlinuz-6.12.117-x", "6.12.117-x")
+    # where virtme-ng looks for the modules of an image it boots: beside it
+    assert (tmp_path / "image/lib/modules/6.12.117-x/kernel/a.ko.xz").exists()
+
+
+@pytest.mark.parametrize("name, files, refusal", [
+    ("linux-headers-6.12.117-x", ["usr/src/linux-headers-6.12.117-x/Makefile"], "not a linux-image package"),
+    ("linux-image-6.12.117-x-dbg", ["usr/lib/debug/boot/vmlinux-6.12.117-x"], "not a linux-image package"),
+    ("linux-image-6.12.117-x", ["boot/config-6.12.117-x"], "holds 0 kernel images in /boot, not one: none"),
+    ("linux-image-6.12.117-x", ["boot/vmlinuz-6.12.117-x", "boot/vmlinuz-6.12.117-y"],
+     "holds 2 kernel images"),
+])
+def test_only_a_package_with_one_kernel_image_is_booted(tmp_path, name, files, refusal):
+    with pytest.raises(MeminitError, match=refusal):
+        package.unpack_image(made_deb(tmp_path, name, files), tmp_path / "image")
+
+
+def test_a_package_file_that_is_not_there_is_named(tmp_path):
+    with pytest.raises(MeminitError, match="nowhere.deb: no such package file"):
+        package.unpack_image(tmp_path / "nowhere.deb", tmp_path / "image")

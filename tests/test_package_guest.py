@@ -4,8 +4,8 @@ with `dpkg -i` in a guest, and the packaged kernel booted.
 The guest sees the host's root read-only; /usr, /var, /boot and /etc are overlays kept in
 its memory (vng --overlay-rwdir), so dpkg installs into them and the host's package
 database is never touched (the package's directories are made before `dpkg -i`: overlayfs
-refuses dpkg's rename of a new directory). The packaged kernel is then unpacked on the host (dpkg-deb -x)
-and booted in a second guest.
+refuses dpkg's rename of a new directory). The packaged kernel is then booted
+by `./meminit boot --deb`, which unpacks it on the host (dpkg-deb -x), in a second guest.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from meminit import build, deps, kconfig, package, proc, results, source, vm
+from meminit import build, cli, deps, kconfig, package, proc, results, source, vm
 
 pytestmark = pytest.mark.kernel
 
@@ -92,15 +92,18 @@ def test_the_image_package_installs_with_dpkg_in_a_guest(packaged):
     assert f"vmlinuz-{packaged.release}" in files and packaged.release in files
 
 
-def test_the_packaged_kernel_boots(packaged):
-    unpacked = packaged.run_dir / "boot-image"
-    proc.run(["dpkg-deb", "-x", str(packaged.deb("linux-image-")), str(unpacked)])
-    out = packaged.run_dir
-    boot(unpacked / "boot" / f"vmlinuz-{packaged.release}", packaged, "packaged",
-         f"uname -r > {out}/uname.txt; cat /proc/version > {out}/version.txt", [])
-    assert (out / "uname.txt").read_text().strip() == packaged.release
+def test_the_packaged_kernel_boots(packaged, capsys):
+    """`./meminit boot --deb` as the README runs it on the debian package, on the debug one."""
+    code = cli.main(["boot", "--deb", str(packaged.deb("linux-image-")), "--pmem-size", "1G",
+                     "--accel", packaged.accel, "--append", vm.SKIP_KUNIT,
+                     "-c", "uname -r; cat /proc/version; cat /sys/bus/nd/devices/namespace0.0/size"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    release, version, pmem_size = out.splitlines()[:3]
+    assert release == packaged.release
     revision = packaged.version.rsplit("-", 1)[1]
-    assert f"#{revision} " in (out / "version.txt").read_text()
+    assert f"#{revision} " in version
+    assert pmem_size == str(1 << 30)
 
 
 @pytest.mark.parametrize("with_series", [True, False], ids=["series", "base"])

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import build, deps, kconfig, paths, source
+from meminit import build, deps, kconfig, paths, proc, source
 from meminit.errors import MeminitError
 from meminit.units import GIB, format_size
 
@@ -239,6 +239,23 @@ def collect_packages(made: list[Path], out_dir: Path, release: str, log: Path) -
     if not any(p.name.startswith(f"linux-image-{release}_") for p in debs):
         raise MeminitError(f"dpkg-buildpackage made no linux-image-{release} package; see {log}")
     return debs
+
+
+def unpack_image(deb: Path, dest: Path) -> tuple[Path, str]:
+    """A linux-image package unpacked into `dest` (dpkg-deb -x): its kernel image and
+    release. Booted from there, virtme-ng takes the modules beside it
+    (`dest/lib/modules/RELEASE`) and runs depmod over them itself."""
+    if not deb.is_file():
+        raise MeminitError(f"{deb}: no such package file")
+    name = proc.run(["dpkg-deb", "-f", str(deb), "Package"], f"read {deb.name}").stdout.strip()
+    if not name.startswith("linux-image-") or name.endswith("-dbg"):
+        raise MeminitError(f"{deb.name} is package {name or '(none)'}, not a linux-image package")
+    proc.run(["dpkg-deb", "-x", str(deb), str(dest)], f"unpack {deb.name}")
+    images = sorted((dest / "boot").glob("vmlinuz-*"))
+    if len(images) != 1:
+        raise MeminitError(f"{deb.name} holds {len(images)} kernel images in /boot, not one: "
+                           f"{', '.join(i.name for i in images) or 'none'}")
+    return images[0], images[0].name.removeprefix("vmlinuz-")
 
 
 def without_libc_dev(control: Path) -> None:

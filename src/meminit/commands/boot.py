@@ -1,12 +1,14 @@
-"""`meminit boot`: boot a built kernel and run one command in the guest; guest options."""
+"""`meminit boot`: boot a built or packaged kernel and run one command in the guest; guest options."""
 
 from __future__ import annotations
 
 import argparse
 import shlex
 import sys
+from pathlib import Path
 
-from meminit import build, results, source, vm
+from meminit import build, package, paths, results, source, vm
+from meminit.errors import MeminitError
 from meminit.units import parse_size
 
 
@@ -20,17 +22,35 @@ def add_guest_options(p: argparse.ArgumentParser) -> None:
                    help="extra kernel parameter (repeatable)")
 
 
-def _cmd_boot(args: argparse.Namespace) -> int:
-    kernel = build.kernel_for(args.variant, source.prepare_trees())
+def _kernel_to_boot(args: argparse.Namespace, run_dir: Path) -> tuple[Path, str]:
+    """The image to boot and its name: a built variant (built first if need be) or the
+    kernel of a linux-image package, unpacked with its modules into the run's directory."""
+    if args.deb is not None:
+        return package.unpack_image(args.deb, run_dir / "image")
+    kernel = build.kernel_for(args.variant or "series", source.prepare_trees())
     if not kernel.image.exists():
         build.build(kernel)
+    return kernel.image, kernel.variant
+
+
+def _cmd_boot(args: argparse.Namespace) -> int:
+    if args.deb is not None and args.variant is not None:
+        raise MeminitError(f"boot either a built kernel ({args.variant}) or --deb, not both")
+    memory, append = args.memory or vm.DEFAULT_MEMORY, list(args.append)
+    if args.pmem_size is not None:
+        memory, memmap = vm.pmem_layout(args.pmem_size, args.memory)
+        append.append(memmap)
     run_dir = results.new_run_dir("boot")
-    accel = vm.resolve_accel(args.accel, kernel.image, run_dir, kernel.variant)
+    image, name = _kernel_to_boot(args, run_dir)
+    accel = vm.resolve_accel(args.accel, image, run_dir, name)
     # the command's output, apart from the kernel's console, for the user's terminal
-    output = run_dir / f"{args.variant}.stdout"
-    spec = vm.BootSpec(image=kernel.image, kernel=kernel.variant, name=args.variant,
-                       script=f"(\n{args.command}\n) > {shlex.quote(str(output))}",
-                       memory_bytes=args.memory or vm.DEFAULT_MEMORY, cpus=args.cpus, append=args.append)
+    output = run_dir / "guest.stdout"
+    # The guest sees the host read-only but for the run's directory, where the command
+    # runs; matplotlib (measure's plot) needs a config directory it can write.
+    script = (f"export MEMINIT={shlex.quote(str(paths.REPO / 'meminit'))} MPLCONFIGDIR=/tmp/matplotlib\n"
+              f"(\n{args.command}\n) > {shlex.quote(str(output))}")
+    spec = vm.BootSpec(image=image, kernel=name, name="boot", script=script,
+                       memory_bytes=memory, cpus=args.cpus, append=append)
     result = vm.boot(spec, run_dir, accel)
     if output.exists():
         sys.stdout.write(output.read_text(errors="replace"))
@@ -41,8 +61,17 @@ def _cmd_boot(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("boot", help="boot a built kernel and run a command in the guest")
-    p.add_argument("variant", nargs="?", default="series", choices=["base", "series", "debug"])
+    p = sub.add_parser(
+        "boot", help="boot a built kernel or a packaged one and run a command in the guest",
+        description="Boots a kernel under QEMU and runs one shell command in it, in the boot's "
+                    "results directory (the one place the guest may write; the rest of the host is "
+                    "read-only), with $MEMINIT naming this checkout's ./meminit.")
+    p.add_argument("variant", nargs="?", choices=["base", "series", "debug"],
+                   help="the built kernel to boot (default series; built first if need be)")
+    p.add_argument("--deb", type=Path, metavar="LINUX_IMAGE_DEB",
+                   help="boot the kernel of a linux-image package (from `package`), its modules with it")
+    p.add_argument("--pmem-size", type=parse_size, default=None,
+                   help="emulated pmem at 4G, e.g. 1G (multiple of 128M): raw namespace0.0 (default none)")
     p.add_argument("-c", "--command", default="uname -r", help="shell command to run in the guest")
     add_guest_options(p)
     p.set_defaults(func=_cmd_boot)
