@@ -36,12 +36,12 @@ def git_repo(path: Path) -> Path:
     return path
 
 
-def made_deb(directory: Path, package_name: str, files: list[str]) -> Path:
+def made_deb(directory: Path, package_name: str, files: list[str], arch: str = "amd64") -> Path:
     """A package named `package_name` with `files` (empty) in it, made by dpkg-deb."""
     root = directory / f"{package_name}-root"
     (root / "DEBIAN").mkdir(parents=True)
     (root / "DEBIAN" / "control").write_text(
-        f"Package: {package_name}\nVersion: 1\nArchitecture: amd64\nMaintainer: m <m@localhost>\n"
+        f"Package: {package_name}\nVersion: 1\nArchitecture: {arch}\nMaintainer: m <m@localhost>\n"
         "Description: d\n")
     for name in files:
         (root / name).parent.mkdir(parents=True, exist_ok=True)

@@ -186,6 +186,12 @@ def test_only_a_package_with_one_kernel_image_is_booted(tmp_path, name, files, r
         package.unpack_image(made_deb(tmp_path, name, files), tmp_path / "image")
 
 
+def test_a_package_for_another_architecture_is_not_booted(tmp_path):
+    deb = made_deb(tmp_path, "linux-image-6.12.117-x", ["boot/vmlinuz-6.12.117-x"], arch="arm64")
+    with pytest.raises(MeminitError, match="is for arm64: the guests here are x86-64"):
+        package.unpack_image(deb, tmp_path / "image")
+
+
 def test_a_package_file_that_is_not_there_is_named(tmp_path):
     with pytest.raises(MeminitError, match="nowhere.deb: no such package file"):
         package.unpack_image(tmp_path / "nowhere.deb", tmp_path / "image")

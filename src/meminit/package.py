@@ -247,9 +247,14 @@ def unpack_image(deb: Path, dest: Path) -> tuple[Path, str]:
     (`dest/lib/modules/RELEASE`) and runs depmod over them itself."""
     if not deb.is_file():
         raise MeminitError(f"{deb}: no such package file")
-    name = proc.run(["dpkg-deb", "-f", str(deb), "Package"], f"read {deb.name}").stdout.strip()
+    fields = proc.run(["dpkg-deb", "-f", str(deb), "Package", "Architecture"], f"read {deb.name}").stdout
+    control = dict(line.split(": ", 1) for line in fields.splitlines() if ": " in line)
+    name = control.get("Package", "(none)")
     if not name.startswith("linux-image-") or name.endswith("-dbg"):
-        raise MeminitError(f"{deb.name} is package {name or '(none)'}, not a linux-image package")
+        raise MeminitError(f"{deb.name} is package {name}, not a linux-image package")
+    if control.get("Architecture") != "amd64":
+        raise MeminitError(f"{deb.name} is for {control.get('Architecture', 'no architecture')}: "
+                           "the guests here are x86-64 (amd64)")
     proc.run(["dpkg-deb", "-x", str(deb), str(dest)], f"unpack {deb.name}")
     images = sorted((dest / "boot").glob("vmlinuz-*"))
     if len(images) != 1:
