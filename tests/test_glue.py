@@ -145,7 +145,6 @@ def test_the_boot_command_prints_what_the_guest_command_printed(fake_vng, tmp_pa
     assert "oops" in err and "MemTotal" not in err
 
 
-
 def test_the_boot_command_boots_a_packaged_kernel_with_pmem(fake_vng, tmp_path, monkeypatch, capsys):
     deb = made_deb(tmp_path, "linux-image-6.12.117-x", ["boot/vmlinuz-6.12.117-x"])
     run_dir = tmp_path / "run"
@@ -168,6 +167,7 @@ def test_the_boot_command_boots_one_kernel(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(results, "new_run_dir", lambda kind: pytest.fail("refused after a run began"))
     assert cli.main(["boot", "debug", "--deb", str(tmp_path / "x.deb")]) == 1
     assert "boot either a built kernel (debug) or --deb, not both" in capsys.readouterr().err
+
 
 # --------------------------------------------------------------- config cache
 

@@ -139,9 +139,7 @@ def test_a_config_that_drops_an_option_measure_needs_is_refused(tmp_path, monkey
     monkeypatch.setattr(kconfig, "reconfigure", reconfigure)
     mine = tmp_path / "box.config"
     mine.write_text("CONFIG_X86_64=y\n")
-    config = package.config_for(str(mine), TREES)
-    config = package.PackageConfig(config.name, build.Kernel("box", TREES.series, tmp_path / "out"),
-                                   config.base_config)
+    config = unbuilt(str(mine), tmp_path / "out")
     with pytest.raises(MeminitError, match="cannot carry the options of package.config and the series: "
                                            "CONFIG_DEVICE_PRIVATE"):
         package.configure_from_file(config)

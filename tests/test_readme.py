@@ -15,7 +15,7 @@ from meminit import cli
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", REPO / "bench" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 # options of other tools the README quotes: ndctl's, checkpatch's, git's (commit, send-email)
-FOREIGN_OPTIONS = {"--map", "--align", "--strict", "--amend", "--from", "--mode"}  # other tools' (ndctl, checkpatch, git)
+FOREIGN_OPTIONS = {"--map", "--align", "--strict", "--amend", "--from", "--mode"}
 PLACEHOLDERS = {"STAMP": "20261124T000000Z", "RUN_DIR": "results/microbench-x", "<time>": "x",
                 "TARGET ...": "um", "PROGRAM ...": "cow", "BASE": "x", "SERIES": "y", "…": "", "[": "", "]": ""}
 
