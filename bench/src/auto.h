@@ -5,15 +5,23 @@
 
 #include "page.h"
 
-#define AUTO_PROBE_RECORDS 256	/* at least 16 KiB of struct pages per piece */
-#define AUTO_PIECES 4		/* per round: template, streaming, streaming, template */
+#define AUTO_PROBE_RECORDS 256	/* default: at least 16 KiB of struct pages per piece */
+#define AUTO_PIECES 4		/* per round, after the lead-in: template, template, streaming, streaming */
 #define AUTO_MARGIN_DEN 32	/* streaming must be more than 1/32 faster */
 
 struct auto_fns {
 	void (*tmpl)(const struct fill_job *);
 	void (*stream)(const struct fill_job *);
 	void (*drain)(void);
+	/* the caller's hint that it walks the memmap next: each probe piece
+	 * is read back as the walk reads it before its clock stops; NULL: none */
+	unsigned long (*walk)(const struct fill_job *);
 };
+
+/* --auto-probe: struct pages per probe piece, at least (AUTO_PROBE_RECORDS) */
+extern unsigned long auto_probe_min;
+/* --auto-lead: struct pages initialised untimed before each timed piece */
+extern unsigned long auto_probe_lead;
 
 /* What auto did in the fills since auto_reset(), over all threads. */
 struct auto_stats {
@@ -21,10 +29,17 @@ struct auto_stats {
 	unsigned long stream_rounds;	/* rounds streaming won */
 	unsigned long streamed;		/* records written with streaming stores */
 	unsigned long records;		/* records written */
+	/* what the probes measured, summed over the rounds: the faster piece
+	 * of each mode, and the records of one piece */
+	uint64_t probe_tmpl_ns;
+	uint64_t probe_stream_ns;
+	unsigned long probe_records;
 };
 
 int auto_probe_chunk(unsigned long chunk);
 unsigned long auto_probe_records(unsigned int order);
+/* records a probe round writes: the lead-in and the pieces */
+unsigned long auto_round_records(unsigned int order);
 int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2]);
 void auto_reset(void);
 struct auto_stats auto_stats(void);

@@ -251,8 +251,8 @@ uint64_t run_fill(fill_fn fn, int threads, struct page *map, unsigned long nr_pa
 
 /* What the learning auto chooses between: the template copy and the kernel's
  * streaming backend (memcpy_nontemporal(): MOVNTDQ), by layout. */
-static const struct auto_fns auto_fns = { fill_template, fill_movntdq, sfence };
-static const struct auto_fns auto_fns_pre = { fill_template_pre, fill_movntdq_pre, sfence };
+static const struct auto_fns auto_fns = { fill_template, fill_movntdq, sfence, NULL };
+static const struct auto_fns auto_fns_pre = { fill_template_pre, fill_movntdq_pre, sfence, NULL };
 
 /*
  * One fill of the learning auto (auto.c) on the kernel's chunks, with its own
@@ -262,10 +262,14 @@ uint64_t run_auto_fill(int pre, uint64_t (*clock)(void), int threads, struct pag
 		       unsigned long nr_pages, unsigned int order, int do_readback, int prep,
 		       struct auto_stats *learned)
 {
+	struct auto_fns fns = pre ? auto_fns_pre : auto_fns;
 	struct auto_stats a;
 	uint64_t ns;
 
-	learning = pre ? &auto_fns_pre : &auto_fns;
+	/* a fill that is read back gives auto the hint that the memmap is walked next */
+	if (do_readback)
+		fns.walk = readback_job;
+	learning = &fns;
 	learning_clock = clock;
 	auto_reset();
 	ns = run_fill(NULL, threads, map, nr_pages, order, do_readback, prep, SPLIT_CHUNKED);
@@ -275,6 +279,9 @@ uint64_t run_auto_fill(int pre, uint64_t (*clock)(void), int threads, struct pag
 	learned->stream_rounds += a.stream_rounds;
 	learned->streamed += a.streamed;
 	learned->records += a.records;
+	learned->probe_tmpl_ns += a.probe_tmpl_ns;
+	learned->probe_stream_ns += a.probe_stream_ns;
+	learned->probe_records += a.probe_records;
 	return ns;
 }
 

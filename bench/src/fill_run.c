@@ -131,9 +131,14 @@ void fill_samples(struct opts *o, int rep, char *buf, int avx512)
 							       (unsigned long long)ns, size * passes,
 							       (unsigned long long)cpu, passes);
 							if (fs->learns)
-								printf(" rounds=%lu stream_rounds=%lu streamed=%lu records=%lu",
+								printf(" rounds=%lu stream_rounds=%lu streamed=%lu records=%lu"
+								       " probe_tmpl_ns=%llu probe_stream_ns=%llu"
+								       " probe_records=%lu",
 								       learned.rounds, learned.stream_rounds,
-								       learned.streamed, learned.records);
+								       learned.streamed, learned.records,
+								       (unsigned long long)learned.probe_tmpl_ns,
+								       (unsigned long long)learned.probe_stream_ns,
+								       learned.probe_records);
 							if (split == SPLIT_CHUNKED)
 								printf(" chunks=%lu", n_chunks);
 							if (fs->placement)

@@ -98,7 +98,8 @@ int parse_opts(int argc, char **argv, struct opts *o)
 		{ "movsb-block", 1, 0, 'm' }, { "pgmap-type", 1, 0, 'p' }, { "size", 1, 0, 'z' },
 		{ "bug", 1, 0, 'b' }, { "min-bytes", 1, 0, 'M' }, { "split", 1, 0, 'x' },
 		{ "chunk", 1, 0, 'k' }, { "auto-altmap-min", 1, 0, 'A' },
-		{ "auto-dram-min", 1, 0, 'D' }, { "clear-fault", 1, 0, 'q' }, { 0, 0, 0, 0 },
+		{ "auto-dram-min", 1, 0, 'D' }, { "clear-fault", 1, 0, 'q' },
+		{ "auto-probe", 1, 0, 'P' }, { "auto-lead", 1, 0, 'L' }, { 0, 0, 0, 0 },
 	};
 	int c;
 
@@ -123,6 +124,12 @@ int parse_opts(int argc, char **argv, struct opts *o)
 		case 'k': chunk_req_pages = parse_size(optarg) / 4096; break;
 		case 'A': o->auto_altmap_min = parse_size(optarg); break;
 		case 'D': o->auto_dram_min = parse_size(optarg); break;
+		case 'L': auto_probe_lead = strtoul(optarg, NULL, 0); break;
+		case 'P':
+			auto_probe_min = strtoul(optarg, NULL, 0);
+			if (!auto_probe_min)
+				die("--auto-probe wants struct pages per probe piece, not '%s'", optarg);
+			break;
 		case 'q':
 			if (!strcmp(optarg, "first")) clear_fault = FAULT_FIRST;
 			else if (!strcmp(optarg, "middle")) clear_fault = FAULT_MIDDLE;

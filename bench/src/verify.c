@@ -84,7 +84,7 @@ static __thread uint64_t flip_now;
 static uint64_t flip_clock(void)
 {
 	unsigned long n = flip_reads++, piece = n / 2 % AUTO_PIECES, round = n / 8;
-	int stream_piece = piece == 1 || piece == 2;
+	int stream_piece = piece >= 2;
 
 	if (n % 2)
 		flip_now += stream_piece == (int)(round % 2) ? 50 : 100;
@@ -96,7 +96,7 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 {
 	static const int thread_counts[] = { 1, 2, 3 };
 	/* chunks of 1024 and 4096 records: rounds fit in both at order 0, in the
-	 * larger at order 9 (four 512-record pieces) */
+	 * larger at order 9 (a lead-in and four pieces of 512 records) */
 	static const unsigned long chunk_reqs[] = { 700, 4096 };
 	struct page *map = (struct page *)(buf + GUARD);
 	char what[400];
@@ -118,7 +118,7 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 		 * switching between chunks; where none fits, the range is too small
 		 * to learn from and must be template only.
 		 */
-		learns = chunk_pages >= AUTO_PIECES * auto_probe_records(order);
+		learns = chunk_pages >= auto_round_records(order);
 		if (!learns)
 			right = !a.rounds && !a.streamed;
 		else
