@@ -16,7 +16,7 @@ LAYERS = {
     "primitives": {"errors", "paths", "units", "proc", "tables", "stats", "plotting", "results",
                    "hostinfo", "deps"},
     "libraries": {"source", "kconfig", "build", "checks", "vm", "ktap", "selftest_results", "benchbin",
-                  "bench_stats", "bench_render", "hugetlb", "memmap_log", "forkbench", "maple_harness", "mail",
+                  "bench_stats", "bench_render", "auto_replay", "hugetlb", "memmap_log", "forkbench", "maple_harness", "mail",
                   "devices", "host_measure"},
     "scenarios": {"scenarios", "scenarios.base", "scenarios.memmap", "scenarios.fork",
                   "scenarios.thp_fault", "scenarios.fault_latency", "soak_guest"},

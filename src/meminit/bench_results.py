@@ -16,7 +16,8 @@ import re
 import sys
 from pathlib import Path
 
-from meminit import bench_render, bench_stats, paths, units
+from meminit import auto_replay, bench_render, bench_stats, paths, units
+from meminit.tables import render_table
 from meminit.errors import MeminitError
 
 RESULTS_DIR = paths.BENCH_DIR / "results"
@@ -27,7 +28,7 @@ TABLE_END = "<!-- cpu-table:end -->"
 TABLE_STRATEGIES = ("slow", "template", bench_stats.STREAMING, "auto")
 KEPT_STRATEGIES = TABLE_STRATEGIES + ("auto-altmap", "auto-dram")
 ROW_FIELDS = ("strategy", "layout", "dest", "size", "threads", "split", "section", "min", "median", "max",
-              "n", "chose", "streamed_share")
+              "n", "chose", "streamed_share", "by_rep", "probe_tmpl_ns", "probe_stream_ns", "probe_records")
 # the flags the strategies depend on
 KEPT_FLAGS = ("avx512f", "erms", "fsrm", "clzero", "movdir64b", "hypervisor")
 
@@ -54,7 +55,9 @@ def from_result(result: dict, source: str) -> dict:
         "kernel": m.get("kernel"), "date": result["date"],
         "loadavg_start": result["loadavg_start"], "loadavg_end": result["loadavg_end"],
         "reps": result["options"]["reps"], "source": source,
-        "rows": _rows(result["summary"]),
+        # from the samples where the run kept them, so that the rows carry today's summary
+        # (the repetitions the paired bar needs, what auto's probes measured)
+        "rows": _rows(bench_stats.summarize(result["samples"]) if result.get("samples") else result["summary"]),
     }
     summary["slug"] = slug(summary["cpu_model"], summary["family"], summary["model"])
     return summary
@@ -182,7 +185,42 @@ def readme_with_table(readme: str, table: str) -> str:
     return f"{head}{TABLE_BEGIN}\n{table}{TABLE_END}{tail}"
 
 
+def replay_report(runs: list[auto_replay.RecordedRun], policy: auto_replay.Policy) -> tuple[str, bool]:
+    """Per recorded run: every configuration the replay judges, and its worst cell; whether
+    every judged cell met the bar."""
+    out, every = [], True
+    for run in runs:
+        cells = auto_replay.replay_rows(policy, run.rows)
+        if not cells:
+            out.append(f"{run.name} ({run.cpu}): no configuration with template and {bench_stats.STREAMING}\n")
+            continue
+        misses = [c for c in cells if c["verdict"] == "MISS"]
+        every &= not misses
+        worst = min(cells, key=lambda c: c["ratio_best"])
+        out.append(f"{run.name} ({run.cpu}): bar met in {len(cells) - len(misses)}/{len(cells)}, worst x best "
+                   f"{worst['ratio_best']:.2f}x ({worst['layout']} {worst['dest']} "
+                   f"{units.format_size(worst['size'])} t{worst['threads']}, {worst['mode']}, "
+                   f"verdict {worst['source']})\n")
+        out.append(render_table(
+            ["layout", "dest", "size", "thr", "split", "range T/S", "verdict", "from", "other mode",
+             "x best", "x template", "bar"],
+            [[c["layout"], c["dest"], units.format_size(c["size"]), str(c["threads"]), c["split"],
+              f"{c['range_t_over_s']:.2f}", c["mode"], c["source"], f"{100 * c['other_share']:.1f}%",
+              f"{c['ratio_best']:.2f}x", f"{c['ratio_template']:.2f}x", c["verdict"]] for c in cells]) + "\n")
+    return "\n".join(out), every
+
+
 def _cmd(args: argparse.Namespace) -> int:
+    if args.action == "replay":
+        policy = auto_replay.Policy(probe=args.probe, lead=args.lead)
+        runs = auto_replay.recorded_runs([Path(r) for r in ([args.run] if args.run else [])])
+        text, every = replay_report(runs, policy)
+        print(f"the learning auto replayed ({policy}) over {len(runs)} recorded runs: x best, x template "
+              f"= median of per-repetition ratios (medians where a run kept none); bar "
+              f"{bench_stats.AUTO_BAR}\n")
+        print(text, end="")
+        print("every judged configuration met the bar" if every else "some configurations missed the bar")
+        return 0 if every or not args.check else 1
     if args.action == "add":
         path = Path(args.run)
         if (path / "result.json").exists():
@@ -216,15 +254,21 @@ def _cmd(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench-results", help="per-CPU benchmark summaries (bench/results/) and their table")
-    p.add_argument("action", choices=("add", "table"),
-                   help="add: summarise a microbench run into bench/results/; table: the table across CPUs")
-    p.add_argument("run", nargs="?", help="add: a microbench run directory, or a table.txt")
+    p.add_argument("action", choices=("add", "table", "replay"),
+                   help="add: summarise a microbench run into bench/results/; table: the table across CPUs; "
+                   "replay: the learning auto over every recorded sweep (bench/results/, ../shared/measurements/)")
+    p.add_argument("run", nargs="?", help="add: a microbench run directory, or a table.txt; replay: one more run")
     p.add_argument("--source", help="add: where the run came from (default: its path)")
     p.add_argument("--cpu-model", help="add, for a table.txt: the CPU model string")
     p.add_argument("--family", help="add: the CPU family, where the run did not record it")
     p.add_argument("--model", help="add: the CPU model number, where the run did not record it")
     p.add_argument("--date", help="add, for a table.txt: when the run was made (UTC)")
     p.add_argument("--note", help="add, for a table.txt: what the run lacks or how it was made")
-    p.add_argument("--check", action="store_true", help="table: fail if bench/README.md is out of step")
+    p.add_argument("--check", action="store_true", help="table: fail if bench/README.md is out of step; "
+                   "replay: fail if a configuration misses the bar")
+    p.add_argument("--probe", type=int, default=auto_replay.Policy.probe,
+                   help="replay: struct pages per timed probe piece (default %(default)s, as patch 11)")
+    p.add_argument("--lead", type=int, default=auto_replay.Policy.lead,
+                   help="replay: untimed template struct pages before a round's pieces (default %(default)s)")
     p.add_argument("--write", action="store_true", help="table: write the table into bench/README.md")
     p.set_defaults(func=_cmd)

@@ -1,0 +1,95 @@
+"""The paired bar (bench_stats) and the replay of the learning auto over recorded sweeps
+(auto_replay, `bench-results replay`): pure functions over made-up samples."""
+
+import json
+
+import pytest
+
+from meminit import auto_replay, bench_results, bench_stats
+
+POLICY = auto_replay.Policy()
+
+
+def test_bar_verdict_median_then_second_best():
+    assert bench_stats.bar_verdict([0.96, 0.97, 0.98]) == "ok"
+    assert bench_stats.bar_verdict([0.90, 0.91, 0.92, 0.93, 0.95, 0.97, 0.99]) == "noise"
+    assert bench_stats.bar_verdict([0.90, 0.91, 0.92, 0.93, 0.95, 0.96, 0.99]) == "MISS"
+    assert bench_stats.bar_verdict([0.5, 0.99]) == "MISS"  # too few pairs for noise
+    assert bench_stats.bar_verdict([]) == "MISS"
+
+
+def _samples(strategy, rates, threads=1, cpu=1.0, **extra):
+    return [{"kind": "fill", "strategy": strategy, "layout": "o0", "dest": "cold", "size": 4 << 20,
+             "threads": threads, "split": "chunked", "rep": i, "ns": int(1e6 / r), "bytes": int(1e6),
+             "cpu_ns": int(cpu * 1e6 / r), **extra} for i, r in enumerate(rates)]
+
+
+def test_pairs_follow_the_repetitions_and_drop_disturbed_samples():
+    rows = bench_stats.summarize(_samples("template", [10, 20, 10]) + _samples("auto", [10, 20, 10])
+                                 + _samples("movntdq", [5, 5, 5], cpu=0.5))
+    tmpl, auto, stream = rows
+    # repetition by repetition auto matched template although the medians of a shifting
+    # machine would not tell
+    assert bench_stats.paired_ratios(auto, tmpl) == pytest.approx([1.0, 1.0, 1.0], rel=1e-3)
+    assert bench_stats.paired_ratios(auto, stream) == []  # every streaming sample ran half off-CPU
+
+
+def test_auto_rows_judge_the_pairs():
+    rows = bench_stats.summarize(_samples("template", [10] * 7) + _samples("movntdq", [12] * 7)
+                                 + _samples("auto", [11.0] * 7))
+    a = next(a for a in bench_stats.auto_rows(rows) if a["strategy"] == "auto")
+    assert a["best"] == "movntdq" and a["ratio_best"] == pytest.approx(11 / 12, rel=1e-3)
+    assert a["verdict"] == "MISS" and not a["passes"]
+    rows = bench_stats.summarize(_samples("template", [10] * 7) + _samples("movntdq", [12] * 7)
+                                 + _samples("auto", [11.9] * 7))
+    assert next(a for a in bench_stats.auto_rows(rows) if a["strategy"] == "auto")["passes"]
+
+
+def test_schedule_counts_the_lead_in_and_whole_compound_pages():
+    # 4 MiB of struct pages, 128 MiB chunks: two chunks, a round in each
+    assert auto_replay.schedule(POLICY, 65536, 0) == (2 * (256 + 2 * 256), 2 * 2 * 256)
+    # order 9: the lead-in and every piece are one 512-page compound page
+    assert auto_replay.schedule(POLICY, 65536, 9) == (2 * (512 + 2 * 512), 2 * 2 * 512)
+    # 1 GiB: chunks 0, 1, 2, 4, 8 ... 256 of 512 probe
+    assert auto_replay.schedule(POLICY, 1 << 24, 0)[1] == 10 * 2 * 256
+    # a range with no chunk large enough for a round is template only
+    assert auto_replay.schedule(POLICY, 1000, 0) == (0, 0)
+
+
+def _row(strategy, rates, **extra):
+    return {**bench_stats.summarize(_samples(strategy, rates))[0], **extra}
+
+
+def test_replay_uses_the_probes_where_the_sweep_recorded_them():
+    tmpl, stream = _row("template", [20] * 7), _row("movntdq", [10] * 7)
+    # probes that saw streaming faster, where the whole range copies twice as fast: a miss
+    wrong = _row("auto", [10] * 7, probe_tmpl_ns=2000, probe_stream_ns=1000)
+    cell = auto_replay.replay_cell(POLICY, tmpl, stream, wrong, 0)
+    assert (cell["mode"], cell["source"], cell["verdict"]) == ("streaming", "probes", "MISS")
+    right = _row("auto", [20] * 7, probe_tmpl_ns=1000, probe_stream_ns=2000)
+    cell = auto_replay.replay_cell(POLICY, tmpl, stream, right, 0)
+    assert (cell["mode"], cell["verdict"]) == ("template", "ok")
+    # the schedule's streaming pieces: 1024 of 65536 records at half the speed
+    assert cell["ratio_best"] == pytest.approx(1 / (1 + 1024 / 65536), rel=1e-6)
+
+
+def test_replay_without_probes_assumes_them_right_and_charges_the_schedule():
+    tmpl, stream = _row("template", [8] * 7), _row("movntdq", [22] * 7)
+    cell = auto_replay.replay_cell(POLICY, tmpl, stream, None, 0)
+    assert (cell["mode"], cell["source"]) == ("streaming", "assumed")
+    other = 1536 / 65536
+    assert cell["ratio_best"] == pytest.approx(1 / ((1 - other) + other * 22 / 8), rel=1e-6)
+    assert cell["verdict"] == "MISS"  # 2.75x slower template lead-ins and pieces cost > 3 %
+
+
+def test_replay_command_reads_every_kind_of_recorded_run(tmp_path, capsys):
+    samples = (_samples("template", [20] * 7) + _samples("movntdq", [10] * 7)
+               + _samples("auto", [19.9] * 7, probe_tmpl_ns=1, probe_stream_ns=2, probe_records=1,
+                          rounds=1, stream_rounds=0, streamed=0, records=1))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "result.json").write_text(json.dumps({"samples": samples, "machine": {"cpu_model": "Test CPU"}}))
+    loaded = auto_replay.load_run(run)
+    assert loaded is not None and loaded.cpu.startswith("Test CPU")
+    text, every = bench_results.replay_report([loaded], POLICY)
+    assert every and "bar met in 1/1" in text and "probes" in text
