@@ -321,6 +321,9 @@ def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
     ("clear-overrun", "FAIL clear "),       # one line written past the range
     ("chunk-align", "split=chunked/"),      # chunks not rounded to whole compound pages
     ("auto-round", "fill auto "),           # the learning auto skips a piece after its round
+    ("auto-stream", "clock=flipping"),      # auto streams whatever its rounds found
+    ("auto-template", "clock=flipping"),    # auto copies whatever its rounds found
+    ("auto-no-walk", "walk=1 "),            # auto ignores the hint that the memmap is walked next
 ])
 def test_verify_catches_injected_bugs(bench_binary: Path, bug: str, where: str):
     proc = subprocess.run([str(bench_binary), "verify", "--size", "1M", "--bug", bug],

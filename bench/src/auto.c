@@ -98,6 +98,7 @@ void auto_reset(void)
 	__atomic_store_n(&stats.probe_tmpl_ns, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&stats.probe_stream_ns, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&stats.probe_records, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&stats.walked, 0, __ATOMIC_RELAXED);
 }
 
 struct auto_stats auto_stats(void)
@@ -142,14 +143,18 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 			(st ? fn->stream : fn->tmpl)(&piece);
 			if (st)
 				fn->drain();
-			if (fn->walk)
+			if (fn->walk && j.bug != BUG_AUTO_NO_WALK) {
 				sink += fn->walk(&piece);
+				__atomic_fetch_add(&stats.walked, 1, __ATOMIC_RELAXED);
+			}
 			__builtin_ia32_mfence();
 			ns[st][i & 1] = clock() - t0;
 			count(probe, st);
 			piece.start_pfn += probe;
 		}
 		s = auto_round_streams(ns[0], ns[1]);
+		if (j.bug == BUG_AUTO_STREAM || j.bug == BUG_AUTO_TEMPLATE)
+			s = j.bug == BUG_AUTO_STREAM;
 		__atomic_fetch_add(&stats.probe_tmpl_ns, ns[0][0] < ns[0][1] ? ns[0][0] : ns[0][1],
 				   __ATOMIC_RELAXED);
 		__atomic_fetch_add(&stats.probe_stream_ns, ns[1][0] < ns[1][1] ? ns[1][0] : ns[1][1],

@@ -34,6 +34,7 @@ struct auto_stats {
 	uint64_t probe_tmpl_ns;
 	uint64_t probe_stream_ns;
 	unsigned long probe_records;
+	unsigned long walked;		/* probe pieces read back for the walk hint */
 };
 
 int auto_probe_chunk(unsigned long chunk);

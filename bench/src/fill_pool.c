@@ -282,6 +282,7 @@ uint64_t run_auto_fill(int pre, uint64_t (*clock)(void), int threads, struct pag
 	learned->probe_tmpl_ns += a.probe_tmpl_ns;
 	learned->probe_stream_ns += a.probe_stream_ns;
 	learned->probe_records += a.probe_records;
+	learned->walked += a.walked;
 	return ns;
 }
 

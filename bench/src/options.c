@@ -149,6 +149,9 @@ int parse_opts(int argc, char **argv, struct opts *o)
 			else if (!strcmp(optarg, "template-refcount")) bug = BUG_TEMPLATE_REFCOUNT;
 			else if (!strcmp(optarg, "chunk-align")) bug = BUG_CHUNK_ALIGN;
 			else if (!strcmp(optarg, "auto-round")) bug = BUG_AUTO_ROUND;
+			else if (!strcmp(optarg, "auto-stream")) bug = BUG_AUTO_STREAM;
+			else if (!strcmp(optarg, "auto-template")) bug = BUG_AUTO_TEMPLATE;
+			else if (!strcmp(optarg, "auto-no-walk")) bug = BUG_AUTO_NO_WALK;
 			else die("unknown bug '%s'", optarg);
 			break;
 		default:

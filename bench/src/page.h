@@ -139,6 +139,9 @@ struct fill_job {
 #define BUG_TEMPLATE_REFCOUNT 3	/* fast o0: wrong refcount in the last record */
 #define BUG_CHUNK_ALIGN 4	/* chunked split: chunks rounded to 64 pages, not 512 */
 #define BUG_AUTO_ROUND 5	/* learning auto: the rest of a chunk starts a piece late */
+#define BUG_AUTO_STREAM 6	/* learning auto: streams whatever the round found */
+#define BUG_AUTO_TEMPLATE 7	/* learning auto: copies whatever the round found */
+#define BUG_AUTO_NO_WALK 8	/* learning auto: ignores the hint that the memmap is walked next */
 
 /* kslow.c: the kernel's slow path, compiled like the kernel */
 void slow_memmap_init_zone_device(const struct fill_job *j);

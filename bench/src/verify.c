@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdatomic.h>
+
 #include "bench.h"
 
 #define GUARD 65536	/* > 511 records: a misaligned chunk's overrun stays in it */
@@ -81,6 +83,8 @@ static void check_reference(const struct page *map, unsigned long nr, unsigned i
 static __thread unsigned long flip_reads;
 static __thread uint64_t flip_now;
 
+static _Atomic unsigned long flip_stream_rounds;	/* rounds the clock made streaming win */
+
 static uint64_t flip_clock(void)
 {
 	unsigned long n = flip_reads++, piece = n / 2 % AUTO_PIECES, round = n / 8;
@@ -88,6 +92,8 @@ static uint64_t flip_clock(void)
 
 	if (n % 2)
 		flip_now += stream_piece == (int)(round % 2) ? 50 : 100;
+	if (n % 8 == 7 && round % 2)
+		atomic_fetch_add(&flip_stream_rounds, 1);
 	return flip_now;
 }
 
@@ -103,13 +109,16 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 
 	for (int ti = 0; ti < 3; ti++)
 	for (int ci = 0; ci < 2; ci++)
-	for (int flip = 0; flip < 2; flip++) {
+	for (int flip = 0; flip < 2; flip++)
+	for (int walk = 0; walk < 2; walk++) {
 		struct auto_stats a = { 0 };
 		int ok, learns, right;
 
 		chunk_req_pages = chunk_reqs[ci];
 		memset(buf, POISON, size + 2 * GUARD);
-		run_auto_fill(pre, flip ? flip_clock : now_ns, thread_counts[ti], map, nr, order, 0,
+		atomic_store(&flip_stream_rounds, 0);
+		/* walk: a read-back fill, whose hint makes auto read back every probe piece */
+		run_auto_fill(pre, flip ? flip_clock : now_ns, thread_counts[ti], map, nr, order, walk,
 			      PREP_NONE, &a);
 		ok = !memcmp(buf, ref, size + 2 * GUARD) && a.records == nr;
 		/*
@@ -122,13 +131,17 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 		if (!learns)
 			right = !a.rounds && !a.streamed;
 		else
-			right = !flip || (a.rounds >= 2 && a.streamed && a.streamed < a.records);
+			right = !flip || (a.rounds >= 2 && a.streamed && a.streamed < a.records &&
+					  a.stream_rounds == atomic_load(&flip_stream_rounds));
+		right = right && a.walked == (walk ? a.rounds * AUTO_PIECES : 0);
 		snprintf(what, sizeof(what),
-			 "fill auto layout=%s pgmap=%s threads=%d split=chunked/%lu clock=%s records=%lu "
-			 "(rounds %lu, streamed %lu)%s", layout, tname, thread_counts[ti], chunk_pages,
-			 flip ? "flipping" : "real", nr, a.rounds, a.streamed,
+			 "fill auto layout=%s pgmap=%s threads=%d split=chunked/%lu clock=%s walk=%d "
+			 "records=%lu (rounds %lu, streamed %lu, pieces walked %lu)%s", layout, tname,
+			 thread_counts[ti], chunk_pages, flip ? "flipping" : "real", walk, nr, a.rounds,
+			 a.streamed, a.walked,
 			 !ok ? ": differs from the slow path" : right ? "" :
-			 learns ? ": did not mix the modes" : ": learned where no round fits");
+			 a.walked != (walk ? a.rounds * AUTO_PIECES : 0) ? ": probe pieces not walked as hinted" :
+			 learns ? ": did not mix the modes as the clock said" : ": learned where no round fits");
 		report(ok && right, what);
 	}
 }
