@@ -54,6 +54,8 @@ def test_schedule_counts_the_lead_in_and_whole_compound_pages():
     assert auto_replay.schedule(POLICY, 1 << 24, 0)[1] == 10 * 2 * 256
     # a range with no chunk large enough for a round is template only
     assert auto_replay.schedule(POLICY, 1000, 0) == (0, 0)
+    # rounds that end after their first streaming piece
+    assert auto_replay.schedule(POLICY, 65536, 0, early=True) == (2 * (256 + 2 * 256), 2 * 256)
 
 
 def _row(strategy, rates, **extra):
@@ -69,7 +71,11 @@ def test_replay_uses_the_probes_where_the_sweep_recorded_them():
     right = _row("auto", [20] * 7, probe_tmpl_ns=1000, probe_stream_ns=2000)
     cell = auto_replay.replay_cell(POLICY, tmpl, stream, right, 0)
     assert (cell["mode"], cell["verdict"]) == ("template", "ok")
-    # the schedule's streaming pieces: 1024 of 65536 records at half the speed
+    # template twice as fast: each of the two rounds ends after its first streaming piece,
+    # 512 of 65536 records at half the speed
+    assert cell["ratio_best"] == pytest.approx(1 / (1 + 512 / 65536), rel=1e-6)
+    close = _row("auto", [20] * 7, probe_tmpl_ns=1000, probe_stream_ns=1500)
+    cell = auto_replay.replay_cell(POLICY, tmpl, stream, close, 0)
     assert cell["ratio_best"] == pytest.approx(1 / (1 + 1024 / 65536), rel=1e-6)
 
 

@@ -324,6 +324,7 @@ def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
     ("auto-stream", "clock=flipping"),      # auto streams whatever its rounds found
     ("auto-template", "clock=flipping"),    # auto copies whatever its rounds found
     ("auto-no-walk", "walk=1 "),            # auto ignores the hint that the memmap is walked next
+    ("auto-no-early", "clock=decisive"),    # a decisive first streaming piece does not end the round
 ])
 def test_verify_catches_injected_bugs(bench_binary: Path, bug: str, where: str):
     proc = subprocess.run([str(bench_binary), "verify", "--size", "1M", "--bug", bug],

@@ -8,6 +8,7 @@
 #define AUTO_PROBE_RECORDS 256	/* default: at least 16 KiB of struct pages per piece */
 #define AUTO_PIECES 4		/* per round, after the lead-in: template, template, streaming, streaming */
 #define AUTO_MARGIN_DEN 32	/* streaming must be more than 1/32 faster */
+#define AUTO_DECISIVE 2		/* a first streaming piece this much slower ends the round */
 
 struct auto_fns {
 	void (*tmpl)(const struct fill_job *);
@@ -35,6 +36,7 @@ struct auto_stats {
 	uint64_t probe_stream_ns;
 	unsigned long probe_records;
 	unsigned long walked;		/* probe pieces read back for the walk hint */
+	unsigned long pieces;		/* probe pieces timed */
 };
 
 int auto_probe_chunk(unsigned long chunk);
@@ -42,6 +44,8 @@ unsigned long auto_probe_records(unsigned int order);
 /* records a probe round writes: the lead-in and the pieces */
 unsigned long auto_round_records(unsigned int order);
 int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2]);
+/* whether the round ends after piece (0-3) with the times so far */
+int auto_round_decided(int piece, const uint64_t ns[2][2]);
 void auto_reset(void);
 struct auto_stats auto_stats(void);
 /* Fill chunk number idx of a range (j->tpl, j->no_drain set as for any chunk). */

@@ -283,6 +283,7 @@ uint64_t run_auto_fill(int pre, uint64_t (*clock)(void), int threads, struct pag
 	learned->probe_stream_ns += a.probe_stream_ns;
 	learned->probe_records += a.probe_records;
 	learned->walked += a.walked;
+	learned->pieces += a.pieces;
 	return ns;
 }
 

@@ -152,6 +152,7 @@ int parse_opts(int argc, char **argv, struct opts *o)
 			else if (!strcmp(optarg, "auto-stream")) bug = BUG_AUTO_STREAM;
 			else if (!strcmp(optarg, "auto-template")) bug = BUG_AUTO_TEMPLATE;
 			else if (!strcmp(optarg, "auto-no-walk")) bug = BUG_AUTO_NO_WALK;
+			else if (!strcmp(optarg, "auto-no-early")) bug = BUG_AUTO_NO_EARLY;
 			else die("unknown bug '%s'", optarg);
 			break;
 		default:

@@ -91,10 +91,24 @@ static uint64_t flip_clock(void)
 	int stream_piece = piece >= 2;
 
 	if (n % 2)
-		flip_now += stream_piece == (int)(round % 2) ? 50 : 100;
+		flip_now += stream_piece == (int)(round % 2) ? 50 : 60;
 	if (n % 8 == 7 && round % 2)
 		atomic_fetch_add(&flip_stream_rounds, 1);
 	return flip_now;
+}
+
+/* A clock under which every first streaming piece takes three times a
+ * template piece: every round must end after it, with template. */
+static __thread unsigned long decisive_reads;
+static __thread uint64_t decisive_now;
+
+static uint64_t decisive_clock(void)
+{
+	unsigned long n = decisive_reads++;
+
+	if (n % 2)
+		decisive_now += n / 2 % (AUTO_PIECES - 1) == 2 ? 150 : 50;
+	return decisive_now;
 }
 
 static void verify_auto(char *buf, const char *ref, size_t size, unsigned long nr, int order,
@@ -109,7 +123,7 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 
 	for (int ti = 0; ti < 3; ti++)
 	for (int ci = 0; ci < 2; ci++)
-	for (int flip = 0; flip < 2; flip++)
+	for (int flip = 0; flip < 3; flip++)
 	for (int walk = 0; walk < 2; walk++) {
 		struct auto_stats a = { 0 };
 		int ok, learns, right;
@@ -118,8 +132,10 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 		memset(buf, POISON, size + 2 * GUARD);
 		atomic_store(&flip_stream_rounds, 0);
 		/* walk: a read-back fill, whose hint makes auto read back every probe piece */
-		run_auto_fill(pre, flip ? flip_clock : now_ns, thread_counts[ti], map, nr, order, walk,
-			      PREP_NONE, &a);
+		/* flip 1: rounds alternate; 2: template decisively faster, rounds end early */
+		decisive_reads = 0;
+		run_auto_fill(pre, flip == 2 ? decisive_clock : flip ? flip_clock : now_ns,
+			      thread_counts[ti], map, nr, order, walk, PREP_NONE, &a);
 		ok = !memcmp(buf, ref, size + 2 * GUARD) && a.records == nr;
 		/*
 		 * Where a round fits in a chunk, the flipping clock must have made
@@ -130,18 +146,25 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 		learns = chunk_pages >= auto_round_records(order);
 		if (!learns)
 			right = !a.rounds && !a.streamed;
+		else if (flip == 2)
+			right = a.rounds && !a.stream_rounds &&
+				a.pieces == a.rounds * (AUTO_PIECES - 1);
 		else
 			right = !flip || (a.rounds >= 2 && a.streamed && a.streamed < a.records &&
 					  a.stream_rounds == atomic_load(&flip_stream_rounds));
-		right = right && a.walked == (walk ? a.rounds * AUTO_PIECES : 0);
+		right = right && a.walked == (walk ? a.pieces : 0) &&
+			a.pieces >= a.rounds * (AUTO_PIECES - 1) && a.pieces <= a.rounds * AUTO_PIECES;
 		snprintf(what, sizeof(what),
 			 "fill auto layout=%s pgmap=%s threads=%d split=chunked/%lu clock=%s walk=%d "
 			 "records=%lu (rounds %lu, streamed %lu, pieces walked %lu)%s", layout, tname,
-			 thread_counts[ti], chunk_pages, flip ? "flipping" : "real", walk, nr, a.rounds,
+			 thread_counts[ti], chunk_pages, flip == 2 ? "decisive" : flip ? "flipping" : "real",
+			 walk, nr, a.rounds,
 			 a.streamed, a.walked,
 			 !ok ? ": differs from the slow path" : right ? "" :
-			 a.walked != (walk ? a.rounds * AUTO_PIECES : 0) ? ": probe pieces not walked as hinted" :
-			 learns ? ": did not mix the modes as the clock said" : ": learned where no round fits");
+			 a.walked != (walk ? a.pieces : 0) ? ": probe pieces not walked as hinted" :
+			 !learns ? ": learned where no round fits" : flip == 2 ?
+			 ": rounds did not end at a decisive first streaming piece" :
+			 ": did not mix the modes as the clock said");
 		report(ok && right, what);
 	}
 }

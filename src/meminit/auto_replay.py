@@ -34,6 +34,7 @@ class Policy:
     lead: int = 256  # untimed template struct pages before the pieces, at least
     pieces: int = 4  # two template, two streaming
     margin_den: int = 32  # streaming must be faster by more than 1/32
+    decisive: float = 2.0  # a round stops after its first streaming piece if template is this much faster
     chunk_pages: int = 32768  # the kernel's chunk: 128 MiB of device memory
 
 
@@ -41,10 +42,11 @@ def _round_up(n: int, unit: int) -> int:
     return -(-n // unit) * unit
 
 
-def schedule(policy: Policy, records: int, order: int) -> tuple[int, int]:
+def schedule(policy: Policy, records: int, order: int, early: bool = False) -> tuple[int, int]:
     """(template records, streaming records) the probe rounds write in a range of `records`
     struct pages of compound order `order` (whole compound pages per piece, chunks rounded to
-    compound pages and pageblocks as the kernel's split)."""
+    compound pages and pageblocks as the kernel's split); early: every round stopped after
+    its first streaming piece."""
     unit = 1 << order
     chunk = _round_up(policy.chunk_pages, max(unit, 512))
     probe, lead = _round_up(policy.probe, unit), _round_up(policy.lead, unit)
@@ -54,8 +56,9 @@ def schedule(policy: Policy, records: int, order: int) -> tuple[int, int]:
         if idx & (idx - 1):
             continue
         if min(chunk, records - idx * chunk) >= per_round:
+            # early: the round stopped after its first streaming piece
             tmpl += lead + policy.pieces // 2 * probe
-            stream += policy.pieces // 2 * probe
+            stream += (1 if early else policy.pieces // 2) * probe
     return tmpl, stream
 
 
@@ -69,11 +72,15 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
     records = tmpl["size"] // RECORD_BYTES
     if auto and auto.get("probe_stream_ns"):
         s = streams(policy, auto["probe_tmpl_ns"], auto["probe_stream_ns"])
+        ratio = auto["probe_tmpl_ns"] / auto["probe_stream_ns"]
         source = "probes"
     else:
         s = stream["median"] > tmpl["median"]
+        ratio = stream["median"] / tmpl["median"]
         source = "assumed"
-    in_tmpl, in_stream = schedule(policy, records, order)
+    # the round stops after its first streaming piece when template is decisively faster
+    early = policy.decisive > 0 and not s and 1 / ratio >= policy.decisive
+    in_tmpl, in_stream = schedule(policy, records, order, early)
     other = min(records, in_tmpl if s else in_stream) / records
     rt, rs = bench_stats.rates_by_rep(tmpl), bench_stats.rates_by_rep(stream)
     keys = [None] if None in rt or None in rs else sorted(rt.keys() & rs.keys())
