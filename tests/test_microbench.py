@@ -321,7 +321,7 @@ def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
     ("clear-overrun", "FAIL clear "),       # one line written past the range
     ("chunk-align", "split=chunked/"),      # chunks not rounded to whole compound pages
     ("auto-round", "fill auto "),           # the learning auto skips a piece after its round
-    ("auto-stream", "clock=flipping"),      # auto streams whatever its rounds found
+    ("auto-stream", "fill auto "),          # auto streams whatever its rounds found
     ("auto-template", "clock=flipping"),    # auto copies whatever its rounds found
     ("auto-no-walk", "walk=1 "),            # auto ignores the hint that the memmap is walked next
     ("auto-no-early", "clock=decisive"),    # a decisive first streaming piece does not end the round
@@ -392,8 +392,11 @@ def test_run_mode_learning_auto_reports_its_rounds(bench_binary: Path):
         assert s["split"] == "chunked" and s["chunks"] == 4   # auto runs on the kernel's chunks
         assert s["rounds"] == 3 and s["records"] == 65536
         piece = 256 if s["layout"] == "o0" else 512
-        # each round streams its two streaming pieces, and template fills its two
-        assert 3 * 2 * piece <= s["streamed"] <= 65536 - 3 * 2 * piece
+        # each round streams one or two streaming pieces (it ends after the first when
+        # template is twice as fast), and template fills the lead-in and its two pieces
+        assert 3 * 3 <= s["probe_pieces"] <= 3 * 4
+        assert 3 * piece <= s["streamed"] <= 65536 - 3 * 3 * piece
+        assert s["probe_records"] == 3 * piece and s["probe_tmpl_ns"] > 0 and s["probe_stream_ns"] > 0
         assert 0 <= s["stream_rounds"] <= 3
 
 

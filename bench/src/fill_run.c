@@ -133,12 +133,12 @@ void fill_samples(struct opts *o, int rep, char *buf, int avx512)
 							if (fs->learns)
 								printf(" rounds=%lu stream_rounds=%lu streamed=%lu records=%lu"
 								       " probe_tmpl_ns=%llu probe_stream_ns=%llu"
-								       " probe_records=%lu",
+								       " probe_records=%lu probe_pieces=%lu",
 								       learned.rounds, learned.stream_rounds,
 								       learned.streamed, learned.records,
 								       (unsigned long long)learned.probe_tmpl_ns,
 								       (unsigned long long)learned.probe_stream_ns,
-								       learned.probe_records);
+								       learned.probe_records, learned.pieces);
 							if (split == SPLIT_CHUNKED)
 								printf(" chunks=%lu", n_chunks);
 							if (fs->placement)
