@@ -379,7 +379,9 @@ def test_run_mode_chunked_and_auto(bench_binary: Path):
 
 def test_run_mode_learning_auto_reports_its_rounds(bench_binary: Path):
     # 4M of memmap = 65536 records; chunks of 64M of device memory = 16384 records: 4 chunks,
-    # rounds in chunks 0, 1 and 2 (4 pieces of 256 records at order 0, 512 at order 9)
+    # rounds in chunks 0 and 2, and in chunk 1 only where it started before chunk 0's round
+    # had published a verdict (never on one thread); a lead-in and 4 pieces of 256 records
+    # at order 0, 512 at order 9
     proc = subprocess.run([str(bench_binary), "run", "--sizes", "4M", "--reps", "1", "--threads", "1,2",
                            "--dests", "cold", "--layouts", "o0,o9", "--split", "even", "--chunk", "64M",
                            "--fill", "auto", "--clear", "none", "--fault", "none", "--evict-bytes", "4M",
@@ -390,14 +392,16 @@ def test_run_mode_learning_auto_reports_its_rounds(bench_binary: Path):
     assert len(fills) == 4
     for s in fills:
         assert s["split"] == "chunked" and s["chunks"] == 4   # auto runs on the kernel's chunks
-        assert s["rounds"] == 3 and s["records"] == 65536
+        rounds = s["rounds"]
+        assert rounds == 2 if s["threads"] == 1 else 2 <= rounds <= 3
+        assert s["records"] == 65536
         piece = 256 if s["layout"] == "o0" else 512
         # each round streams one or two streaming pieces (it ends after the first when
         # template is twice as fast), and template fills the lead-in and its two pieces
-        assert 3 * 3 <= s["probe_pieces"] <= 3 * 4
-        assert 3 * piece <= s["streamed"] <= 65536 - 3 * 3 * piece
-        assert s["probe_records"] == 3 * piece and s["probe_tmpl_ns"] > 0 and s["probe_stream_ns"] > 0
-        assert 0 <= s["stream_rounds"] <= 3
+        assert rounds * 3 <= s["probe_pieces"] <= rounds * 4
+        assert rounds * piece <= s["streamed"] <= 65536 - rounds * 3 * piece
+        assert s["probe_records"] == rounds * piece and s["probe_tmpl_ns"] > 0 and s["probe_stream_ns"] > 0
+        assert 0 <= s["stream_rounds"] <= rounds
 
 
 def test_auto_sweep_preset_and_explicit_options():

@@ -4,7 +4,9 @@
  * No size rule fitted on one CPU holds on the next (bench/README.md, "`auto`
  * that learns"), so auto measures instead.  A range is initialised in
  * chunks (the kernel's split); every chunk whose index is 0 or a power of
- * two starts with a probe round: an untimed template lead-in of at least
+ * two starts with a probe round (chunk 1 only while no round has published a
+ * verdict: on one thread chunk 0's round has, and chunk 2's learns again
+ * soon enough): an untimed template lead-in of at least
  * auto_probe_lead records, then four pieces of at least auto_probe_min
  * records, whole compound pages, filled template, template, streaming,
  * streaming and timed one by one (the streaming pieces drained before the
@@ -27,10 +29,14 @@
  * hint fn->walk: every piece is then read back as the walk reads it before
  * its clock stops, so that streaming pays for the misses it leaves behind.
  *
- * Rounds at chunk 0, 1, 2, 4, 8 ... learn at once where a range starts and
- * again as it grows out of the caches, at a cost that shrinks with the range:
- * a range of N > 1 chunks runs ilog2(N - 1) + 2 rounds; a round writes the
- * lead-in and two pieces in template and two pieces in streaming.  The
+ * Rounds at chunk 0, (1,) 2, 4, 8 ... learn at once where a range starts
+ * and again as it grows out of the caches, at a cost that shrinks with the
+ * range: a range of N > 1 chunks runs ilog2(N - 1) + 1 rounds on one
+ * thread; a round writes the lead-in and two pieces in template and two
+ * pieces in streaming.  Chunk 1's round mattered only where a second thread
+ * starts it blind: on one thread it doubled the cost of learning a 4 MiB
+ * memmap, which the Xeon VM, where template is 2.4-2.8x slower, paid in
+ * full.  The
  * minimum of two pieces discards an interrupt in one of them.  A round
  * stops after its first streaming piece when that took at least
  * AUTO_DECISIVE times template's faster piece: a drained piece only looks
@@ -61,9 +67,9 @@ static void publish(unsigned long idx, int s)
 	} while (!atomic_compare_exchange_weak(&verdict, &old, new));
 }
 
-int auto_probe_chunk(unsigned long chunk)
+int auto_probe_chunk(unsigned long chunk, int learned)
 {
-	return !(chunk & (chunk - 1));
+	return !(chunk & (chunk - 1)) && !(chunk == 1 && learned);
 }
 
 unsigned long auto_probe_records(unsigned int order)
@@ -133,9 +139,10 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 	unsigned long probe = auto_probe_records(chunk->order);
 	unsigned long lead = auto_lead_records(chunk->order);
 	struct fill_job j = *chunk;
+	long v = atomic_load_explicit(&verdict, memory_order_relaxed);
 	int s;
 
-	if (auto_probe_chunk(idx) && j.nr_pages >= auto_round_records(j.order)) {
+	if (auto_probe_chunk(idx, v >= 0) && j.nr_pages >= auto_round_records(j.order)) {
 		uint64_t ns[2][2];
 		struct fill_job piece = j;
 		int pieces;
@@ -189,8 +196,6 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 		j.start_pfn += probe;
 		j.nr_pages -= probe;
 	} else {
-		long v = atomic_load_explicit(&verdict, memory_order_relaxed);
-
 		s = v > 0 && (v & 1);	/* before any round: template */
 	}
 	if (!j.nr_pages)

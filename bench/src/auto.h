@@ -39,7 +39,8 @@ struct auto_stats {
 	unsigned long pieces;		/* probe pieces timed */
 };
 
-int auto_probe_chunk(unsigned long chunk);
+/* whether chunk starts with a round; learned: a round has published a verdict */
+int auto_probe_chunk(unsigned long chunk, int learned);
 unsigned long auto_probe_records(unsigned int order);
 /* records a probe round writes: the lead-in and the pieces */
 unsigned long auto_round_records(unsigned int order);

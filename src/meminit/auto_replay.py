@@ -3,8 +3,9 @@ on a CPU this machine is not, from what each mode cost over the whole range ther
 
 Per configuration (size, layout, destination, threads) of a run that measured template and
 streaming, the replay takes the probe schedule of the policy (bench/src/auto.c, patch 11: a
-round at chunk 0 and every power-of-two chunk with room for it; each round an untimed template
-lead-in, two timed template pieces, two timed streaming pieces) and its verdict, and predicts
+round at chunk 0 and every power-of-two chunk with room for it, chunk 1 only where a second
+thread takes it before chunk 0's round has decided; each round an untimed template lead-in, two
+timed template pieces, two timed streaming pieces) and its verdict, and predicts
 auto's rate repetition by repetition: the verdict's mode over the whole range except the
 records the rounds wrote in the other mode.  The verdict comes from what the probes measured
 where the sweep recorded it (probe T/S, margin 1/32, as the kernel decides); in a run made
@@ -25,6 +26,9 @@ from meminit import bench_stats, benchbin, paths
 SHARED_MEASUREMENTS = paths.REPO.parent / "shared" / "measurements"
 RESULTS_DIR = paths.BENCH_DIR / "results"
 RECORD_BYTES = 64  # one struct page
+# patch 10's MEMMAP_INIT_MT_MIN_STRUCT_PAGES: a range that writes fewer struct pages stays on
+# the calling thread unless memmap_init_threads forces a count
+KERNEL_MT_MIN_RECORDS = 262144
 
 
 @dataclass(frozen=True)
@@ -42,18 +46,20 @@ def _round_up(n: int, unit: int) -> int:
     return -(-n // unit) * unit
 
 
-def schedule(policy: Policy, records: int, order: int, early: bool = False) -> tuple[int, int]:
+def schedule(policy: Policy, records: int, order: int, early: bool = False,
+             threads: int = 1) -> tuple[int, int]:
     """(template records, streaming records) the probe rounds write in a range of `records`
     struct pages of compound order `order` (whole compound pages per piece, chunks rounded to
     compound pages and pageblocks as the kernel's split); early: every round stopped after
-    its first streaming piece."""
+    its first streaming piece.  Chunk 1 has a round only on several threads, where a second
+    thread takes it while chunk 0's round runs; one thread has chunk 0's verdict by then."""
     unit = 1 << order
     chunk = _round_up(policy.chunk_pages, max(unit, 512))
     probe, lead = _round_up(policy.probe, unit), _round_up(policy.lead, unit)
     per_round = lead + policy.pieces * probe
     tmpl = stream = 0
     for idx in range(-(-records // chunk)):
-        if idx & (idx - 1):
+        if idx & (idx - 1) or (idx == 1 and threads == 1):
             continue
         if min(chunk, records - idx * chunk) >= per_round:
             # early: the round stopped after its first streaming piece
@@ -80,7 +86,7 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
         source = "assumed"
     # the round stops after its first streaming piece when template is decisively faster
     early = policy.decisive > 0 and not s and 1 / ratio >= policy.decisive
-    in_tmpl, in_stream = schedule(policy, records, order, early)
+    in_tmpl, in_stream = schedule(policy, records, order, early, tmpl["threads"])
     other = min(records, in_tmpl if s else in_stream) / records
     rt, rs = bench_stats.rates_by_rep(tmpl), bench_stats.rates_by_rep(stream)
     keys = [None] if None in rt or None in rs else sorted(rt.keys() & rs.keys())
@@ -98,6 +104,7 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
     verdict, verdict_t = bench_stats.bar_verdict(pairs), bench_stats.bar_verdict(pairs_t)
     return {"size": tmpl["size"], "layout": tmpl["layout"], "dest": tmpl["dest"], "threads": tmpl["threads"],
             "split": tmpl.get("split", "even"), "mode": "streaming" if s else "template", "source": source,
+            "forced": tmpl["threads"] > 1 and records < KERNEL_MT_MIN_RECORDS,
             "other_share": other, "range_t_over_s": stream["median"] / tmpl["median"],
             "ratio_best": statistics.median(pairs) if pairs else 0.0,
             "ratio_template": statistics.median(pairs_t) if pairs_t else 0.0,
