@@ -36,9 +36,8 @@
  * pieces in streaming.  Chunk 1's round mattered only where a second thread
  * starts it blind: on one thread it doubled the cost of learning a 4 MiB
  * memmap, which the Xeon VM, where template is 2.4-2.8x slower, paid in
- * full.  The
- * minimum of two pieces discards an interrupt in one of them.  A round
- * stops after its first streaming piece when that took at least
+ * full.  The minimum of two pieces discards an interrupt in one of them.
+ * A round stops after its first streaming piece when that took at least
  * AUTO_DECISIVE times template's faster piece: a drained piece only looks
  * slower than streaming is, so template is then faster by far, and the
  * second streaming piece would only cost (on a just-zeroed memmap of the
