@@ -132,7 +132,7 @@ def test_the_boot_command_prints_what_the_guest_command_printed(fake_vng, tmp_pa
     kernel = build.Kernel("series", tmp_path, tmp_path / "out")
     kernel.image.parent.mkdir(parents=True)
     kernel.image.write_bytes(b"")
-    monkeypatch.setattr(source, "prepare_trees", lambda: source.Trees(series=tmp_path, base=tmp_path))
+    monkeypatch.setattr(source, "prepare_trees", lambda *a, **k: source.Trees(series=tmp_path, base=tmp_path))
     monkeypatch.setattr(build, "kernel_for", lambda variant, trees: kernel)
     monkeypatch.setattr(results, "new_run_dir", lambda kind: tmp_path / "run")
     monkeypatch.setenv("FAKE_VNG_MODE", "ok")
@@ -150,7 +150,7 @@ def test_the_boot_command_boots_a_packaged_kernel_with_pmem(fake_vng, tmp_path, 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     monkeypatch.setattr(results, "new_run_dir", lambda kind: run_dir)
-    monkeypatch.setattr(source, "prepare_trees", lambda: pytest.fail("a --deb boot needs no kernel tree"))
+    monkeypatch.setattr(source, "prepare_trees", lambda *a, **k: pytest.fail("a --deb boot needs no kernel tree"))
     monkeypatch.setenv("FAKE_VNG_MODE", "ok")
     code = cli.main(["boot", "--deb", str(deb), "--pmem-size", "1G", "--accel", "tcg",
                      "-c", 'echo "$MEMINIT"; pwd; touch written-here'])

@@ -106,8 +106,8 @@ def tiny_series(tmp_path, monkeypatch) -> dict:
         subprocess.run(["git", "-C", str(tree), "add", "-A"], check=True)
         subprocess.run(["git", "-C", str(tree), *ident, "commit", "-q", "-m", f"mm: add {name}"], check=True)
     state: dict = {"made": [], "w1_output": {}, "fail_build": None, "checkpatch": []}
-    monkeypatch.setattr(source, "prepare_trees", lambda: source.Trees(series=tree, base=tmp_path / "base"))
-    monkeypatch.setattr(source, "read_series", lambda: [Path("0001-a.patch"), Path("0002-b.patch")])
+    monkeypatch.setattr(source, "prepare_trees", lambda *a, **k: source.Trees(series=tree, base=tmp_path / "base"))
+    monkeypatch.setattr(source, "read_series", lambda *a: [Path("0001-a.patch"), Path("0002-b.patch")])
     monkeypatch.setattr(checks, "checkpatch", lambda t, patches: list(state["checkpatch"]))
     monkeypatch.setattr(build, "kernel_for", lambda v, trees: build.Kernel(v, tree, tmp_path / "out"))
     monkeypatch.setattr(kconfig, "configure", lambda src, out, frags: (out.mkdir(exist_ok=True),
@@ -163,3 +163,44 @@ def test_check_series_fails_on_checkpatch_and_returns_the_tree_after_a_failed_bu
     tree = tiny_series["tree"]
     assert source.git(tree, "rev-parse", "--abbrev-ref", "HEAD").strip() == "series"
     assert source.git(tree, "log", "-1", "--format=%s").strip() == "mm: add b"
+
+
+def test_a_kernel_from_another_suite_is_fetched_through_a_private_apt_list(tmp_path, monkeypatch):
+    """7.3's source: apt-get update and download with apt's lists, cache and sources under
+    work/apt/, never install and never the machine's own sources; the package unpacked into
+    work/sources/7.3 and its version read from the package."""
+    from conftest import made_deb
+    from meminit import kernels
+
+    monkeypatch.setattr(source.paths, "WORK", tmp_path / "work")
+    linux = kernels.MAINLINE
+    deb = made_deb(tmp_path, linux.source_package, [f"usr/src/{linux.source_package}.tar.xz"], arch="all")
+    calls = tmp_path / "apt.log"
+    fake_tool(tmp_path / "bin", "apt-get", f"""echo "$*" >> {calls}
+case "$*" in *" download "*) cp {deb} ./{linux.source_package}_7.3.4-1~bpo13+1_all.deb ;; esac
+""")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(deps, "ensure", lambda packages: None)
+    assert source.source_version(linux) == "1"   # made_deb's version
+    assert linux.tarball == tmp_path / "work/sources/7.3/usr/src/linux-source-7.3.tar.xz"
+    assert linux.tarball.exists()
+    update, download = calls.read_text().splitlines()
+    for call in (update, download):
+        assert f"-oDir::Etc::SourceList={tmp_path}/work/apt/trixie-backports/sources.list" in call
+        assert "-oDir::Etc::SourceParts=/nonexistent" in call and "-oDir::State::status=/dev/null" in call
+    assert update.endswith(" update -q") and download.endswith(" download -q linux-source-7.3")
+    sources = (tmp_path / "work/apt/trixie-backports/sources.list").read_text()
+    assert sources == f"deb [signed-by={deps.ARCHIVE_KEYRING}] {deps.DEBIAN_MIRROR} trixie-backports main\n"
+    calls.unlink()
+    assert source.source_version(linux) == "1" and not calls.exists()   # fetched once
+
+
+def test_a_failed_fetch_says_which_suite(tmp_path, monkeypatch):
+    from meminit import kernels
+
+    monkeypatch.setattr(source.paths, "WORK", tmp_path / "work")
+    fake_tool(tmp_path / "bin", "apt-get", 'echo "E: Failed to fetch trixie-backports InRelease" >&2; exit 100\n')
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(deps, "ensure", lambda packages: None)
+    with pytest.raises(MeminitError, match="apt-get update of Debian's trixie-backports(.|\n)*InRelease"):
+        source.source_version(kernels.MAINLINE)

@@ -55,3 +55,17 @@ def test_check_configs_reports_missing_suites_and_failures():
     problems = configs.check(configs.TARGETS["arm64"], report)
     assert "arm64: suite clear_pages did not run" in problems
     assert "arm64: zone_device_memmap.zdm_fast_equals_slow FAIL" in problems
+
+
+def test_each_kernel_lays_its_own_fragment_over_the_shared_one():
+    from meminit import kernels
+
+    lts = kconfig.wanted_options(kconfig.fragments_for("debug", kernels.LTS))
+    mainline = kconfig.wanted_options(kconfig.fragments_for("debug", kernels.MAINLINE))
+    # 6.12's voluntary default, then the debug kernel's full preemption over it
+    assert lts["CONFIG_PROC_SYSCTL"] == "y" and lts["CONFIG_PREEMPT_VOLUNTARY"] == "n"
+    assert "CONFIG_PROC_SYSCTL" not in mainline
+    assert lts["CONFIG_FOLIO_ZERO_USER_KUNIT_TEST"] == "y"
+    assert "CONFIG_FOLIO_ZERO_USER_KUNIT_TEST" not in mainline
+    names = [str(f.relative_to(kconfig.paths.CONFIG_DIR)) for f in kconfig.fragments_for("series", kernels.LTS)]
+    assert names == ["meminit.config", "6.12/meminit.config", "series.config", "6.12/series.config"]

@@ -14,7 +14,7 @@ MAX_LINES = 400
 # Lowest first. A module may import its own layer or a lower one, never a higher one.
 LAYERS = {
     "primitives": {"errors", "paths", "units", "proc", "tables", "stats", "plotting", "results",
-                   "hostinfo", "deps"},
+                   "hostinfo", "deps", "kernels"},
     "libraries": {"source", "kconfig", "build", "checks", "vm", "ktap", "selftest_results", "benchbin",
                   "bench_stats", "bench_render", "auto_replay", "hugetlb", "memmap_log", "forkbench", "maple_harness", "mail",
                   "devices", "host_measure"},

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git_repo
-from meminit import mail, paths, source
+from meminit import kernels, mail, paths, source
 from meminit.commands import cover_letter
 from meminit.commands import kernel as kernel_commands
 from meminit.errors import MeminitError
@@ -178,7 +178,7 @@ def test_mail_edits_say_what_is_missing():
 
 
 def test_the_cover_letter_quotes_the_docs_and_names_each_cpu():
-    blurb = cover_letter.blurb(source.SOURCE_PACKAGE, "6.12.117-1~deb12u1")
+    blurb = cover_letter.blurb(kernels.LTS.source_package, "6.12.117-1~deb12u1")
     doc = cover_letter.SERIES_DOC.read_text()
     flat = " ".join(blurb.split())
     for heading in ("Why", "Open questions"):
@@ -192,9 +192,9 @@ def test_the_cover_letter_quotes_the_docs_and_names_each_cpu():
 
 
 def test_mailing_the_series_passes_checkpatch_and_git_am(kernel_trees, tmp_path):
-    assert kernel_trees.series == paths.KERNEL_TREE
-    if source.unreproducible_base(paths.KERNEL_TREE):
-        pytest.skip(f"{paths.KERNEL_TREE} was unpacked before the base commit's date was fixed")
+    assert kernel_trees.series == kernels.LTS.tree
+    if source.unreproducible_base(kernels.LTS.tree):
+        pytest.skip(f"{kernels.LTS.tree} was unpacked before the base commit's date was fixed")
     written = kernel_commands.export_mail(tmp_path / "mail", SENDER)
     assert len(written.patches) == len(source.read_series())
     assert "linux-mm@kvack.org" in mail.header_value(written.cover.read_text(), "Cc")

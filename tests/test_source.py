@@ -1,3 +1,4 @@
+import dataclasses
 import re
 import subprocess
 import tarfile
@@ -7,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git_repo
-from meminit import source
+from meminit import kernels, source
 from meminit.errors import MeminitError
 
 IDENT = ["-c", "user.name=t", "-c", "user.email=t@t"]
@@ -98,11 +99,18 @@ def test_tree_with_unexported_commit_is_not_reset(tmp_path):
     assert "never exported" in source._tree_has_own_work(repo)
 
 
-def test_repo_series_is_consistent():
-    """patches/series lists every patch of this checkout once, in the order of their numbers."""
-    series = source.read_series()
-    assert [p.name for p in series] == sorted(p.name for p in source.paths.PATCHES.glob("*.patch"))
+@pytest.mark.parametrize("version", sorted(kernels.KERNELS))
+def test_repo_series_is_consistent(version):
+    """Each kernel's series lists every patch of its directory once, in the order of their numbers."""
+    patch_dir = kernels.get(version).patches
+    series = source.read_series(patch_dir)
+    assert [p.name for p in series] == sorted(p.name for p in patch_dir.glob("*.patch"))
     assert [int(p.name[:4]) for p in series] == list(range(1, len(series) + 1))
+    assert (patch_dir / "changelog").exists()
+
+
+def test_only_the_kernels_have_series_directories():
+    assert sorted(p.name for p in source.paths.PATCHES.iterdir()) == sorted(kernels.KERNELS)
 
 
 def test_added_lines_and_w1_warnings_on_them(tmp_path):
@@ -145,22 +153,30 @@ def test_w1_batches_compile_arch_lib_objects_alone_with_one_job():
     assert checks.w1_batches(riscv, 2) == [(riscv, 1)]
 
 
-def test_the_same_source_package_gives_the_same_base_commit(tmp_path, monkeypatch):
-    src = tmp_path / "linux-source-6.12"
-    src.mkdir()
+def tiny_source_tarball(path: Path, top: str) -> Path:
+    src = path.parent / top
+    src.mkdir(parents=True)
     (src / "Makefile").write_text("VERSION = 6\n")
     (src / ".gitignore").write_text("/*\n")
-    tarball = tmp_path / "linux-source-6.12.tar.xz"
-    with tarfile.open(tarball, "w:xz") as tar:
-        tar.add(src, arcname="linux-source-6.12")
-    monkeypatch.setattr(source, "TARBALL", tarball)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(path, "w:xz") as tar:
+        tar.add(src, arcname=top)
+    return path
+
+
+@pytest.mark.parametrize("linux", [kernels.LTS, kernels.MAINLINE], ids=lambda k: k.version)
+def test_the_same_source_package_gives_the_same_base_commit(tmp_path, monkeypatch, linux):
+    # the fetched kernel's tarball is under work/; the LTS's where its package puts it
+    monkeypatch.setattr(source.paths, "WORK", tmp_path / "work")
+    linux = dataclasses.replace(linux, suite=linux.suite or "a-suite")
+    tiny_source_tarball(linux.tarball, linux.source_package)
     commits = []
     for machine in ("one", "two"):
         tree = tmp_path / machine / "linux"
-        source._unpack("6.12.117-1~deb12u1", tree)
+        source._unpack("6.12.117-1~deb12u1", tree, linux)
         assert source.git(tree, "show", "HEAD:Makefile") == "VERSION = 6\n"
         commits.append(source.git(tree, "rev-parse", source.BASE_TAG).strip())
-        assert source.unreproducible_base(tree) is None
+        assert source.unreproducible_base(tree, linux) is None
         time.sleep(1.1)   # a commit dated now would differ by now
     assert commits[0] == commits[1]
 

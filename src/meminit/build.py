@@ -1,4 +1,4 @@
-"""Kernel builds: `base` (pristine) and `series` (patches/ applied), each in its own output dir."""
+"""Kernel builds: `base` (pristine) and `series` (patches/VERSION/ applied), each in its own output dir."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import deps, kconfig, paths, proc, source
+from meminit import deps, kconfig, kernels, paths, proc, source
 from meminit.errors import MeminitError
+from meminit.kernels import Linux
 
-# base: pristine 6.12; series: with patches/ (what `run` measures); debug: the series
+# base: the pristine kernel; series: with its patches (what `run` measures); debug: the series
 # with config/debug.config (DEBUG_VM, lockdep, full preemption, NUMA), what the test
 # command and check-series build.
 VARIANTS = ("base", "series", "debug")
@@ -23,6 +24,7 @@ class Kernel:
     variant: str
     src: Path
     out: Path
+    linux: Linux = kernels.DEFAULT
 
     @property
     def image(self) -> Path:
@@ -39,7 +41,7 @@ class Kernel:
 
 def kernel_for(variant: str, trees: source.Trees) -> Kernel:
     src = trees.base if variant == "base" else trees.series
-    return Kernel(variant=variant, src=src, out=paths.BUILD_ROOT / variant)
+    return Kernel(variant=variant, src=src, out=trees.linux.build_root / variant, linux=trees.linux)
 
 
 def make_variables(kernel: Kernel) -> list[str]:
@@ -86,7 +88,7 @@ def run_make(kernel: Kernel, cmd: list[str], log: Path, what: str, env: dict[str
 
 def build(kernel: Kernel, jobs: int | None = None) -> float:
     deps.ensure(deps.KERNEL_BUILD)
-    kconfig.configure(kernel.src, kernel.out, kconfig.fragments_for(kernel.variant))
+    kconfig.configure(kernel.src, kernel.out, kconfig.fragments_for(kernel.variant, kernel.linux))
     jobs = jobs or os.cpu_count() or 1
     print(f"meminit: building {kernel.variant} kernel ({kernel.src.name} -> {kernel.out}), -j{jobs}",
           file=sys.stderr, flush=True)
@@ -97,14 +99,15 @@ def build(kernel: Kernel, jobs: int | None = None) -> float:
     return elapsed
 
 
-def build_variants(variants: list[str], reset: bool = False, jobs: int | None = None) -> dict[str, Kernel]:
+def build_variants(variants: list[str], reset: bool = False, jobs: int | None = None,
+                   linux: Linux = kernels.DEFAULT) -> dict[str, Kernel]:
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         raise MeminitError(f"unknown kernel {', '.join(unknown)}: choose from {', '.join(VARIANTS)}")
-    trees = source.prepare_trees(reset=reset)
-    kernels = {}
+    trees = source.prepare_trees(linux, reset=reset)
+    built = {}
     for variant in variants:
         kernel = kernel_for(variant, trees)
         build(kernel, jobs)
-        kernels[variant] = kernel
-    return kernels
+        built[variant] = kernel
+    return built

@@ -16,8 +16,9 @@ import re
 import sys
 from pathlib import Path
 
-from meminit import build, deps, kconfig, proc, source
+from meminit import build, deps, kconfig, kernels, proc, source
 from meminit.errors import MeminitError
+from meminit.kernels import Linux
 
 CHECK_VARIANT = "debug"
 
@@ -101,20 +102,21 @@ def w1_batches(objects: list[str], jobs: int) -> list[tuple[list[str], int]]:
     return [(batch, n) for batch, n in ((rest, jobs), (raced, 1)) if batch]
 
 
-def check_series(jobs: int | None = None, touched_only: bool = False) -> None:
+def check_series(jobs: int | None = None, touched_only: bool = False,
+                 linux: Linux = kernels.DEFAULT) -> None:
     """Check every prefix of the series: checkpatch, then per prefix a W=1 compile of the files
     the series has touched so far (warnings on its added lines fail), and a full build of every
     prefix or, with touched_only, of the last one only."""
-    trees = source.prepare_trees()
+    trees = source.prepare_trees(linux)
     tree = trees.series
-    patches = source.read_series()
+    patches = source.read_series(linux.patches)
     if not patches:
-        raise MeminitError("patches/series is empty: nothing to check")
+        raise MeminitError(f"{linux.patches / 'series'} is empty: nothing to check")
     failures = checkpatch(tree, patches)
     # The debug kernel: the test command's, so that the last prefix is already built,
     # and the config with the most checks compiled in (DEBUG_VM, lockdep, NUMA).
     kernel = build.kernel_for(CHECK_VARIANT, trees)
-    kconfig.configure(kernel.src, kernel.out, kconfig.fragments_for(CHECK_VARIANT))
+    kconfig.configure(kernel.src, kernel.out, kconfig.fragments_for(CHECK_VARIANT, linux))
     full_config = (kernel.out / ".config").read_text()
     head = source.git(tree, "rev-parse", "HEAD").strip()
     commits = source.git(tree, "rev-list", "--reverse", f"{source.BASE_TAG}..HEAD").split()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import sys
+from pathlib import Path
 
 from meminit import proc
 from meminit.errors import MeminitError
@@ -85,3 +87,53 @@ def package_version(name: str) -> str:
     if query.returncode != 0 or not query.stdout:
         raise MeminitError(f"package {name} is not installed")
     return query.stdout
+
+
+DEBIAN_MIRROR = os.environ.get("MEMINIT_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+ARCHIVE_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+
+
+def fetch_deb(package: str, suite: str, apt_dir: Path, dest: Path) -> Path:
+    """`apt-get download` of package from Debian's suite into dest, through a private apt list
+    in apt_dir: the machine's own sources, lists and installed packages stay as they are, and
+    apt checks the suite's signature and the package's hash as for any install."""
+    ensure({"debian-archive-keyring": ARCHIVE_KEYRING})
+    for sub in ("lists/partial", "cache/archives/partial"):
+        (apt_dir / sub).mkdir(parents=True, exist_ok=True)
+    sources = apt_dir / "sources.list"
+    sources.write_text(f"deb [signed-by={ARCHIVE_KEYRING}] {DEBIAN_MIRROR} {suite} main\n")
+    options = [f"-oDir::Etc::SourceList={sources}", "-oDir::Etc::SourceParts=/nonexistent",
+               f"-oDir::State::Lists={apt_dir / 'lists'}", f"-oDir::Cache={apt_dir / 'cache'}",
+               "-oDir::State::status=/dev/null", "-oAPT::Architecture=amd64"]
+    print(f"meminit: apt-get update of {suite} (private list: {sources})", file=sys.stderr, flush=True)
+    update = proc.run(["apt-get", *options, "update", "-q"], f"apt-get update of {suite}", check=False)
+    failed = [line for line in update.stdout.splitlines() + update.stderr.splitlines()
+              if line.startswith(("E:", "Err:"))]
+    if update.returncode != 0 or failed:
+        raise MeminitError(f"apt-get update of Debian's {suite} from {DEBIAN_MIRROR} failed "
+                           f"(exit {update.returncode}):\n" + proc.tail("\n".join(failed) or update.stderr))
+    dest.mkdir(parents=True, exist_ok=True)
+    for old in dest.glob(f"{package}_*.deb"):
+        old.unlink()
+    _let_apt_write(dest)
+    print(f"meminit: apt-get download {package} ({suite})", file=sys.stderr, flush=True)
+    proc.run(["apt-get", *options, "download", "-q", package], f"apt-get download {package} from {suite}",
+             cwd=dest)
+    debs = sorted(dest.glob(f"{package}_*.deb"))
+    if len(debs) != 1:
+        raise MeminitError(f"apt-get download {package} left {len(debs)} packages in {dest}")
+    return debs[0]
+
+
+def _let_apt_write(directory: Path) -> None:
+    """apt downloads as its unprivileged user _apt, where it can write: give it the directory."""
+    try:
+        apt_user = pwd.getpwnam("_apt")
+    except KeyError:
+        return
+    if os.geteuid() == 0:
+        os.chown(directory, apt_user.pw_uid, -1)
+
+
+def deb_field(deb: Path, field: str) -> str:
+    return proc.run(["dpkg-deb", "-f", str(deb), field], f"dpkg-deb -f {deb.name}").stdout.strip()

@@ -7,8 +7,9 @@ import re
 import sys
 from pathlib import Path
 
-from meminit import paths, proc
+from meminit import kernels, paths, proc
 from meminit.errors import MeminitError
+from meminit.kernels import Linux
 
 COMMON_FRAGMENT = paths.CONFIG_DIR / "meminit.config"
 SERIES_FRAGMENT = paths.CONFIG_DIR / "series.config"
@@ -40,15 +41,20 @@ def dropped_options(wanted: dict[str, str], final: dict[str, str]) -> list[str]:
     return problems
 
 
-def fragments_for(variant: str) -> list[Path]:
-    """base: meminit.config; series: + series.config; debug: the series + debug.config."""
+def fragments_for(variant: str, linux: Linux = kernels.DEFAULT) -> list[Path]:
+    """base: meminit.config; series: + series.config; debug: the series + debug.config. Each
+    shared fragment is followed by the kernel's own of the same name, if any
+    (config/VERSION/NAME: what exists on one kernel only), which may override it."""
     if variant == "base":
-        return [COMMON_FRAGMENT]
-    if variant == "series":
-        return [COMMON_FRAGMENT, SERIES_FRAGMENT]
-    if variant == "debug":
-        return [COMMON_FRAGMENT, SERIES_FRAGMENT, DEBUG_FRAGMENT]
-    raise ValueError(f"unknown kernel variant {variant!r}")
+        shared = [COMMON_FRAGMENT]
+    elif variant == "series":
+        shared = [COMMON_FRAGMENT, SERIES_FRAGMENT]
+    elif variant == "debug":
+        shared = [COMMON_FRAGMENT, SERIES_FRAGMENT, DEBUG_FRAGMENT]
+    else:
+        raise ValueError(f"unknown kernel variant {variant!r}")
+    own = paths.CONFIG_DIR / linux.version
+    return [f for frag in shared for f in (frag, own / frag.name) if f.exists()]
 
 
 def wanted_options(fragments: list[Path]) -> dict[str, str]:
@@ -80,7 +86,7 @@ def configure(src: Path, out: Path, fragments: list[Path]) -> None:
     stamp = _stamp(out)
     config = out / ".config"
     if not (config.exists() and stamp.exists() and stamp.read_text() == digest):
-        print(f"meminit: configuring {out.name}: tinyconfig + {', '.join(f.name for f in fragments)}",
+        print(f"meminit: configuring {out.name}: tinyconfig + {', '.join(map(_shown, fragments))}",
               file=sys.stderr, flush=True)
         _run(["make", "-s", "-C", str(src), f"O={out}", "tinyconfig"])
         _run([str(src / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(out), str(config),
@@ -92,6 +98,11 @@ def configure(src: Path, out: Path, fragments: list[Path]) -> None:
         raise MeminitError("required kernel options were dropped by their dependencies:\n  "
                            + "\n  ".join(problems) + f"\n(config: {config})")
     stamp.write_text(digest)
+
+
+def _shown(fragment: Path) -> str:
+    """config/6.12/meminit.config as 6.12/meminit.config: which kernel's fragment it is."""
+    return str(fragment.relative_to(paths.CONFIG_DIR)) if fragment.is_relative_to(paths.CONFIG_DIR) else fragment.name
 
 
 def _run(cmd: list[str], cwd: Path | None = None) -> None:

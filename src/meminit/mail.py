@@ -1,5 +1,5 @@
 """The series as mail: git format-patch with a cover letter and base-commit, each patch's
-recipients from the kernel's get_maintainer.pl, its changelog (patches/changelog) below
+recipients from the kernel's get_maintainer.pl, its changelog (patches/VERSION/changelog) below
 the "---" where git am drops it, and one mbox of the lot for b4 or git send-email."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import paths, proc, source
+from meminit import kernels, paths, proc, source
 from meminit.errors import MeminitError
 
-CHANGELOG = paths.PATCHES / "changelog"
+CHANGELOG = kernels.DEFAULT.patches / "changelog"
 CHANGELOG_HEADING = "Changes from the review before this posting:"
 NO_CHANGES = ["- none"]   # a block that says so: no changelog in that patch's mail
 MBOX_NAME = "series.mbox"
@@ -240,14 +240,14 @@ def prepare_dir(out_dir: Path) -> None:
 
 
 def write(tree: Path, out_dir: Path, cover_subject: str, cover_blurb: str, sender: str,
-          subject_prefix: str = "RFC PATCH") -> Mail:
+          subject_prefix: str = "RFC PATCH", changelog: Path | None = None) -> Mail:
     """format-patch base..HEAD of `tree` into out_dir as mail from `sender`, then one mbox of it."""
     sender = check_sender(sender)
     out_dir = out_dir.resolve()   # format-patch runs in the tree
     subjects = source.git(tree, "log", "--reverse", "--format=%s", f"{source.BASE_TAG}..HEAD").splitlines()
     if not subjects:
         raise MeminitError(f"{tree} has no commits on {source.BASE_TAG}: nothing to mail")
-    changes = changelog_for(subjects, read_changelog())
+    changes = changelog_for(subjects, read_changelog(changelog or CHANGELOG))
     prepare_dir(out_dir)
     # the sender's address in the Message-Ids (format-patch takes the committer's)
     written = source.git(tree, "-c", f"user.email={_address(sender)}", "format-patch", "--cover-letter",

@@ -18,7 +18,7 @@ import sysconfig
 import time
 from pathlib import Path
 
-from meminit import deps, paths, plotting, proc, source
+from meminit import deps, kernels, paths, plotting, proc, source
 from meminit.errors import MeminitError
 from meminit.forkbench import FORK_BUILD, FORK_DIR, FORKBENCH_DEPS
 from meminit.stats import median_range, spread_pct
@@ -48,9 +48,9 @@ METHOD_HELP = {
 
 
 def _kernel_base_rev() -> str | None:
-    if not (paths.KERNEL_TREE / ".git").exists() or shutil.which("git") is None:
+    if not (kernels.LTS.tree / ".git").exists() or shutil.which("git") is None:
         return None
-    return source.git(paths.KERNEL_TREE, "rev-parse", "--verify", "-q", "base^{commit}",
+    return source.git(kernels.LTS.tree, "rev-parse", "--verify", "-q", "base^{commit}",
                       check=False).strip() or None
 
 
@@ -79,8 +79,8 @@ def export_maple_source() -> Path:
           flush=True)
     if rev:
         archive = MAPLE_SRC / "export.tar"
-        proc.run(["git", "-C", str(paths.KERNEL_TREE), "archive", f"--output={archive}", rev,
-                  *EXPORT_PATHS], f"git archive of {paths.KERNEL_TREE}")
+        proc.run(["git", "-C", str(kernels.LTS.tree), "archive", f"--output={archive}", rev,
+                  *EXPORT_PATHS], f"git archive of {kernels.LTS.tree}")
         proc.run(["tar", "-xf", str(archive), "-C", str(MAPLE_SRC)], f"unpacking {archive}")
         archive.unlink()
     else:

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import build, deps, kconfig, paths, proc, source
+from meminit import build, deps, kconfig, kernels, paths, proc, source
 from meminit.errors import MeminitError
 from meminit.units import GIB, format_size
 
@@ -115,10 +115,10 @@ def changelog_entry(first_line: str, trailer: str, source_version: str, commit: 
     """mkdebian's changelog with its body ("Custom built Linux kernel.") replaced by ours;
     subjects None: the base line, the source without the series."""
     if subjects is None:
-        body = [f"  * {source.SOURCE_PACKAGE} {source_version} without the meminit series (the",
+        body = [f"  * {kernels.LTS.source_package} {source_version} without the meminit series (the",
                 f"    base line to measure it against), commit {commit[:12]}, config {config}."]
     else:
-        body = [f"  * {source.SOURCE_PACKAGE} {source_version} with the meminit series,",
+        body = [f"  * {kernels.LTS.source_package} {source_version} with the meminit series,",
                 f"    commit {commit[:12]}, config {config}:"]
         body += [f"    - {subject}" for subject in subjects]
     return "\n".join([first_line, "", *body, "", trailer]) + "\n"
@@ -169,8 +169,10 @@ def configure_from_file(config: PackageConfig) -> None:
 
 
 def series_options() -> str:
-    """config/series.config without its KUnit suites: a real machine's kernel does not run them."""
-    return "".join(line for line in kconfig.SERIES_FRAGMENT.read_text().splitlines(keepends=True)
+    """config/series.config (and the kernel's own) without its KUnit suites: a real machine's
+    kernel does not run them."""
+    fragments = [f for f in kconfig.fragments_for("series") if f.name == kconfig.SERIES_FRAGMENT.name]
+    return "".join(line for f in fragments for line in f.read_text().splitlines(keepends=True)
                    if "_KUNIT_TEST=" not in line)
 
 

@@ -4,11 +4,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PATCHES = REPO / "patches"
-SERIES_FILE = PATCHES / "series"
 CONFIG_DIR = REPO / "config"
 BENCH_DIR = REPO / "bench"
 WORK = REPO / "work"
-KERNEL_TREE = WORK / "linux"
 BUILD_ROOT = WORK / "build"
 CACHE = WORK / "cache"
 RESULTS = REPO / "results"

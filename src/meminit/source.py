@@ -1,10 +1,11 @@
-"""Kernel source and the series: Debian's linux-source-6.12 as a git tree, patches/ applied on top.
+"""Kernel source and the series: a Debian linux-source package as a git tree, patches/ applied on top.
 
-Layout under work/:
+Layout under work/, per kernel (linux.Linux: 6.12's names below, 7.3's carry "-7.3"):
   linux/       git repo; tag `base` is the pristine Debian source, branch `series`
-               carries one commit per file in patches/ (edit here, then `meminit export`)
+               carries one commit per file in patches/VERSION/ (edit here, then `meminit export`)
   linux-base/  a detached worktree at `base`, so base and series build side by side
                without touching each other's files (and mtimes)
+  sources/VERSION/  a source package fetched from another Debian suite, unpacked (7.3)
 """
 
 from __future__ import annotations
@@ -17,14 +18,12 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import deps, paths, proc
+from meminit import deps, kernels, paths, proc
 from meminit.errors import MeminitError
+from meminit.kernels import Linux
 
-SOURCE_PACKAGE = "linux-source-6.12"
-TARBALL = Path("/usr/src/linux-source-6.12.tar.xz")
 BRANCH = "series"
 BASE_TAG = "base"
-BASE_DATE = "2024-11-17T00:00:00Z"   # v6.12's release
 GIT_IDENTITY = ["-c", "user.name=meminit", "-c", "user.email=meminit@localhost"]
 
 
@@ -32,6 +31,7 @@ GIT_IDENTITY = ["-c", "user.name=meminit", "-c", "user.email=meminit@localhost"]
 class Trees:
     series: Path
     base: Path
+    linux: Linux = kernels.DEFAULT
 
 
 def git(tree: Path, *args: str, check: bool = True, env: dict[str, str] | None = None) -> str:
@@ -42,8 +42,8 @@ def git(tree: Path, *args: str, check: bool = True, env: dict[str, str] | None =
     return done.stdout
 
 
-def read_series(patch_dir: Path = paths.PATCHES) -> list[Path]:
-    """The patches in the order of patches/series (blank lines and # comments ignored)."""
+def read_series(patch_dir: Path = kernels.DEFAULT.patches) -> list[Path]:
+    """The patches in the order of patch_dir/series (blank lines and # comments ignored)."""
     series_file = patch_dir / "series"
     if not series_file.exists():
         return []
@@ -54,26 +54,49 @@ def read_series(patch_dir: Path = paths.PATCHES) -> list[Path]:
             names.append(line)
     missing = [n for n in names if not (patch_dir / n).is_file()]
     if missing:
-        raise MeminitError(f"patches/series names files that do not exist: {', '.join(missing)}")
+        raise MeminitError(f"{series_file} names files that do not exist: {', '.join(missing)}")
     listed = set(names)
     stray = sorted(p.name for p in patch_dir.glob("*.patch") if p.name not in listed)
     if stray:
-        raise MeminitError(f"patches/ has files not listed in patches/series: {', '.join(stray)}")
+        raise MeminitError(f"{patch_dir} has files not listed in its series: {', '.join(stray)}")
     return [patch_dir / n for n in names]
 
 
-def source_version() -> str:
+def source_version(linux: Linux = kernels.DEFAULT) -> str:
+    """The Debian version of the kernel's source package, installed or fetched first if need be."""
     deps.ensure(deps.KERNEL_BUILD)
-    return deps.package_version(SOURCE_PACKAGE)
+    if not linux.suite:
+        deps.ensure({linux.source_package: str(linux.tarball)})
+        return deps.package_version(linux.source_package)
+    stamp = linux.fetched / "version"
+    if not (stamp.exists() and linux.tarball.exists()):
+        _fetch(linux)
+    return stamp.read_text().strip()
 
 
-def _unpack(version: str, tree: Path) -> None:
+def _fetch(linux: Linux) -> None:
+    """The source package from the kernel's Debian suite, unpacked into work/sources/VERSION."""
+    deb = deps.fetch_deb(linux.source_package, linux.suite, paths.WORK / "apt" / linux.suite,
+                         paths.WORK / "apt" / "debs")
+    version = deps.deb_field(deb, "Version")
+    if linux.fetched.exists():
+        shutil.rmtree(linux.fetched)
+    linux.fetched.mkdir(parents=True)
+    print(f"meminit: unpacking {deb.name} into {linux.fetched}", file=sys.stderr, flush=True)
+    proc.run(["dpkg-deb", "-x", str(deb), str(linux.fetched)], f"dpkg-deb -x {deb.name}")
+    if not linux.tarball.exists():
+        raise MeminitError(f"{deb.name} has no {linux.tarball.relative_to(linux.fetched)}")
+    (linux.fetched / "version").write_text(version + "\n")
+    deb.unlink()
+
+
+def _unpack(version: str, tree: Path, linux: Linux = kernels.DEFAULT) -> None:
     tmp = tree.with_name(tree.name + ".unpacking")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    print(f"meminit: unpacking {TARBALL} ({SOURCE_PACKAGE} {version})", file=sys.stderr, flush=True)
-    with tarfile.open(TARBALL) as tar:
+    print(f"meminit: unpacking {linux.tarball} ({linux.source_package} {version})", file=sys.stderr, flush=True)
+    with tarfile.open(linux.tarball) as tar:
         top = tar.next()
         tar.extractall(tmp, filter="fully_trusted")
     inner = tmp / (top.name.split("/", 1)[0] if top else "")
@@ -84,9 +107,9 @@ def _unpack(version: str, tree: Path) -> None:
     # A fixed date: the same package then gives the same base commit on every machine, so a
     # mailed series' base-commit names a commit anyone can recreate with `meminit tree`.
     # No user or system git config either: commit.gpgSign and the like would change it.
-    dated = dict(os.environ, GIT_AUTHOR_DATE=BASE_DATE, GIT_COMMITTER_DATE=BASE_DATE,
+    dated = dict(os.environ, GIT_AUTHOR_DATE=linux.base_date, GIT_COMMITTER_DATE=linux.base_date,
                  GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1")
-    git(inner, "commit", "-q", "-m", f"base: Debian {SOURCE_PACKAGE} {version}", env=dated)
+    git(inner, "commit", "-q", "-m", f"base: Debian {linux.source_package} {version}", env=dated)
     git(inner, "tag", BASE_TAG)
     git(inner, "config", "meminit.sourceversion", version)
     if tree.exists():
@@ -95,11 +118,12 @@ def _unpack(version: str, tree: Path) -> None:
     shutil.rmtree(tmp)
 
 
-def unreproducible_base(tree: Path) -> str | None:
+def unreproducible_base(tree: Path, linux: Linux = kernels.DEFAULT) -> str | None:
     """Why the tree's base commit is not the one `meminit tree` makes today, or None."""
     date = git(tree, "log", "-1", "--format=%cI", BASE_TAG).strip()
-    if date.replace("+00:00", "Z") != BASE_DATE:
-        return f"{tree}'s {BASE_TAG} commit is dated {date}, not {BASE_DATE} (made before its date was fixed)"
+    if date.replace("+00:00", "Z") != linux.base_date:
+        return (f"{tree}'s {BASE_TAG} commit is dated {date}, not {linux.base_date} "
+                "(made before its date was fixed)")
     return None
 
 
@@ -195,34 +219,34 @@ def _ensure_base_worktree(tree: Path, base: Path) -> None:
     git(tree, "worktree", "add", "-q", "--detach", str(base), BASE_TAG)
 
 
-def prepare_trees(reset: bool = False) -> Trees:
-    """Unpack (once per package version), then make `series` equal base + patches/."""
-    version = source_version()
-    tree = paths.KERNEL_TREE
+def prepare_trees(linux: Linux = kernels.DEFAULT, reset: bool = False) -> Trees:
+    """Unpack (once per package version), then make `series` equal base + patches/VERSION/."""
+    version = source_version(linux)
+    tree = linux.tree
     have = git(tree, "config", "meminit.sourceversion", check=False).strip() if tree.exists() else ""
     if have != version:
         if have:
             print(f"meminit: source package changed {have} -> {version}; re-unpacking", file=sys.stderr)
-        _unpack(version, tree)
-    patches = read_series()
+        _unpack(version, tree, linux)
+    patches = read_series(linux.patches)
     if patch_ids(tree, f"{BASE_TAG}..HEAD") != file_patch_ids(patches) or \
             git(tree, "rev-parse", "--abbrev-ref", "HEAD").strip() != BRANCH:
         reason = _tree_has_own_work(tree)
         if reason and not reset:
-            raise MeminitError(f"{tree} differs from patches/ and {reason}; "
+            raise MeminitError(f"{tree} differs from {linux.patches.relative_to(paths.REPO)}/ and {reason}; "
                                "export it or pass --reset to discard it")
         apply_series(tree, patches)
     else:
         _record_applied(tree)
-    _ensure_base_worktree(tree, paths.WORK / "linux-base")
-    return Trees(series=tree, base=paths.WORK / "linux-base")
+    _ensure_base_worktree(tree, linux.base_tree)
+    return Trees(series=tree, base=linux.base_tree, linux=linux)
 
 
-def series_commit(tree: Path = paths.KERNEL_TREE) -> str:
+def series_commit(tree: Path = kernels.DEFAULT.tree) -> str:
     return git(tree, "rev-parse", "HEAD").strip()
 
 
-def export_series(tree: Path = paths.KERNEL_TREE, patch_dir: Path = paths.PATCHES) -> list[Path]:
+def export_series(tree: Path = kernels.DEFAULT.tree, patch_dir: Path = kernels.DEFAULT.patches) -> list[Path]:
     """Write base..HEAD of the tree to patch_dir as format-patch files plus the series file."""
     if git(tree, "status", "--porcelain", "--untracked-files=no").strip():
         raise MeminitError(f"{tree} has uncommitted changes: commit them before exporting")

@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from meminit import build, package, paths, results, source, vm
+from meminit import build, kernels, package, paths, results, source, vm
 from meminit.errors import MeminitError
 from meminit.units import parse_size
 
@@ -27,7 +27,7 @@ def _kernel_to_boot(args: argparse.Namespace, run_dir: Path) -> tuple[Path, str]
     kernel of a linux-image package, unpacked with its modules into the run's directory."""
     if args.deb is not None:
         return package.unpack_image(args.deb, run_dir / "image")
-    kernel = build.kernel_for(args.variant or "series", source.prepare_trees())
+    kernel = build.kernel_for(args.variant or "series", source.prepare_trees(kernels.from_args(args)))
     if not kernel.image.exists():
         build.build(kernel)
     return kernel.image, kernel.variant
@@ -68,6 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "read-only), with $MEMINIT naming this checkout's ./meminit.")
     p.add_argument("variant", nargs="?", choices=["base", "series", "debug"],
                    help="the built kernel to boot (default series; built first if need be)")
+    kernels.add_option(p)
     p.add_argument("--deb", type=Path, metavar="LINUX_IMAGE_DEB",
                    help="boot the kernel of a linux-image package (from `package`), its modules with it")
     p.add_argument("--pmem-size", type=parse_size, default=None,

@@ -6,43 +6,50 @@ import argparse
 import sys
 from pathlib import Path
 
-from meminit import build, checks, mail, paths, source
+from meminit import build, checks, kernels, mail, paths, source
 from meminit.commands import cover_letter
 from meminit.errors import MeminitError
+from meminit.kernels import Linux
 
 MAIL_DIR = paths.WORK / "mail"
 
 
 def _cmd_tree(args: argparse.Namespace) -> int:
-    trees = source.prepare_trees(reset=args.reset)
-    print(f"series tree: {trees.series} ({len(source.read_series())} patches on {source.BASE_TAG})")
+    linux = kernels.from_args(args)
+    trees = source.prepare_trees(linux, reset=args.reset)
+    print(f"series tree: {trees.series} ({len(source.read_series(linux.patches))} patches on "
+          f"{source.BASE_TAG}, {linux.source_package} {source.source_version(linux)})")
     print(f"base tree:   {trees.base}")
     return 0
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    if args.mbox is not None and not paths.KERNEL_TREE.exists():
-        source.prepare_trees()   # a fresh checkout: the tree is patches/ applied
-    written = source.export_series()
+    linux = kernels.from_args(args)
+    if args.mbox is not None and not linux.tree.exists():
+        source.prepare_trees(linux)   # a fresh checkout: the tree is its patches applied
+    written = source.export_series(linux.tree, linux.patches)
+    where = linux.patches.relative_to(paths.REPO)
     for patch in written:
-        print(f"patches/{patch.name}")
-    print(f"{len(written)} patches exported; patches/series updated")
+        print(f"{where}/{patch.name}")
+    print(f"{len(written)} patches exported; {where}/series updated")
     if args.mbox is not None:
-        export_mail(Path(args.mbox), args.sender or mail.sender_from_git(), args.subject_prefix)
+        export_mail(Path(args.mbox), args.sender or mail.sender_from_git(), args.subject_prefix, linux)
     return 0
 
 
-def export_mail(out_dir: Path, sender: str, subject_prefix: str = "RFC PATCH") -> mail.Mail:
+def export_mail(out_dir: Path, sender: str, subject_prefix: str = "RFC PATCH",
+                linux: Linux = kernels.DEFAULT) -> mail.Mail:
     """The series as mail in out_dir from `sender`, checked as it will be sent: checkpatch
     --strict on every patch, and git am of the mbox onto the base giving the series."""
-    tree = paths.KERNEL_TREE
+    tree = linux.tree
     mail.check_sender(sender)
-    stale = source.unreproducible_base(tree)
+    stale = source.unreproducible_base(tree, linux)
     if stale:
         raise MeminitError(f"{stale}: its hash is no base-commit anyone can recreate. Export your "
-                           f"work, then `rm -rf {tree} && meminit tree`")
-    blurb = cover_letter.blurb(source.SOURCE_PACKAGE, source.source_version())
-    written = mail.write(tree, out_dir, cover_letter.SUBJECT, blurb, sender, subject_prefix)
+                           f"work, then `rm -rf {tree} && meminit tree --linux {linux.version}`")
+    blurb = cover_letter.blurb(linux.source_package, source.source_version(linux))
+    written = mail.write(tree, out_dir, cover_letter.SUBJECT, blurb, sender, subject_prefix,
+                         linux.patches / "changelog")
     print(f"meminit: checking the mail as sent: checkpatch --strict, git am onto {source.BASE_TAG}",
           file=sys.stderr, flush=True)
     failures = checks.checkpatch(tree, written.patches)   # the files as sent: headers, changelog
@@ -60,11 +67,13 @@ def export_mail(out_dir: Path, sender: str, subject_prefix: str = "RFC PATCH") -
 
 
 def _register_source(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("tree", help="unpack linux-source-6.12 and apply patches/ as git commits")
+    p = sub.add_parser("tree", help="unpack the kernel's Debian linux-source and apply its patches as git commits")
+    kernels.add_option(p)
     p.add_argument("--reset", action="store_true",
-                   help="discard commits or changes in work/linux that were not exported")
+                   help="discard commits or changes in the kernel's tree that were not exported")
     p.set_defaults(func=_cmd_tree)
-    p = sub.add_parser("export", help="write the commits of work/linux back to patches/")
+    p = sub.add_parser("export", help="write the commits of the kernel's tree back to patches/VERSION/")
+    kernels.add_option(p)
     p.add_argument("--mbox", nargs="?", const=str(MAIL_DIR), default=None, metavar="DIR",
                    help="also write the series as mail: cover letter, recipients, changelog, one mbox "
                         f"(default DIR: {MAIL_DIR.relative_to(paths.REPO)}); checked with checkpatch and git am")
@@ -77,7 +86,8 @@ def _register_source(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    build.build_variants(args.variants or ["series"], reset=args.reset, jobs=args.jobs)
+    build.build_variants(args.variants or ["series"], reset=args.reset, jobs=args.jobs,
+                         linux=kernels.from_args(args))
     return 0
 
 
@@ -85,18 +95,20 @@ def _register_build(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("build", help="build the base and/or series kernel (ccache, trimmed config)")
     p.add_argument("variants", nargs="*", metavar="VARIANT",
                    help="base, series and/or debug (default: series)")
+    kernels.add_option(p)
     p.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: number of CPUs)")
-    p.add_argument("--reset", action="store_true", help="discard unexported work in work/linux")
+    p.add_argument("--reset", action="store_true", help="discard unexported work in the kernel's tree")
     p.set_defaults(func=_cmd_build)
 
 
 def _cmd_check_series(args: argparse.Namespace) -> int:
-    checks.check_series(args.jobs, touched_only=args.touched_only)
+    checks.check_series(args.jobs, touched_only=args.touched_only, linux=kernels.from_args(args))
     return 0
 
 
 def _register_checks(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check-series", help="build every prefix of the series, checkpatch, W=1")
+    kernels.add_option(p)
     p.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: 2)")
     p.add_argument("--touched-only", action="store_true",
                    help="per prefix compile only the files the series touched so far (W=1) and "

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from meminit import build, deps, hostinfo, results, source, units, vm
+from meminit import build, deps, hostinfo, kernels, results, source, units, vm
 from meminit.commands.boot import add_guest_options
 from meminit.errors import MeminitError
 from meminit.scenarios import DEFAULT, REGISTRY, RunRequest, fault_latency, plot, render
@@ -19,20 +19,20 @@ def run(req: RunRequest) -> Path:
     chosen = [REGISTRY[name] for name in req.scenarios]
     memories = [s.guest_memory(req) for s in chosen]  # refuses impossible sizes before building
     deps.ensure(deps.GUEST)
-    kernels = build.build_variants(req.kernels, jobs=req.jobs)
+    built = build.build_variants(req.kernels, jobs=req.jobs)
     run_dir = results.new_run_dir("run")
-    first = kernels[req.kernels[0]]
+    first = built[req.kernels[0]]
     accel = vm.resolve_accel(req.accel, first.image, run_dir, first.variant)
     result = {
         "kind": "memmap", "host_cpu": hostinfo.cpu_model(), "accel": accel, "guest_cpus": req.cpus,
         "init_threads": req.init_threads,
         "guest_memory": units.format_size(max(memories)), "pmem_size": units.format_size(req.pmem_size),
-        "rebinds": req.rebinds, "source_package": source.SOURCE_PACKAGE,
+        "rebinds": req.rebinds, "source_package": kernels.LTS.source_package,
         "source_version": source.source_version(), "series_commit": source.series_commit(),
-        "kernels": {v: k.release for v, k in kernels.items()}, "scenarios": [],
+        "kernels": {v: k.release for v, k in built.items()}, "scenarios": [],
     }
     for scenario in chosen:
-        result["scenarios"].append(scenario.run(req, kernels, run_dir, accel))
+        result["scenarios"].append(scenario.run(req, built, run_dir, accel))
         results.write_json(run_dir, result)
     print(render(result))
     for png in plot(result, run_dir):

@@ -1,0 +1,91 @@
+"""The kernels the series lives on: Debian's 6.12 LTS and Debian's newest, 7.3.
+
+Each has its own series (patches/VERSION/), its own git tree and builds under work/, and its
+own source package. 6.12's comes from the machine's own apt sources (bookworm's security
+suite carries linux-source-6.12); 7.3's from trixie-backports, fetched with `apt-get download`
+through a private apt list under work/apt/ (deps.fetch_deb), so the machine's own sources
+and installed packages never change. 6.12 keeps the paths it had before 7.3 came, so trees
+and builds made then stay valid.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+from meminit import paths
+
+
+@dataclass(frozen=True)
+class Linux:
+    version: str          # "6.12": the upstream release the Debian package follows
+    # The base commit's fixed date, so that one source package gives one base commit
+    # everywhere (a mailed series' base-commit can then be recreated with `meminit tree`).
+    base_date: str
+    # The Debian suite to fetch the source package from privately; "" means the machine's
+    # own apt sources install it.
+    suite: str = ""
+    # trees and builds under work/ carry this suffix ("" for the LTS, which had them first)
+    work_suffix: str = ""
+
+    @property
+    def source_package(self) -> str:
+        return f"linux-source-{self.version}"
+
+    @property
+    def config_package(self) -> str:
+        return f"linux-config-{self.version}"
+
+    @property
+    def patches(self) -> Path:
+        return paths.PATCHES / self.version
+
+    @property
+    def tree(self) -> Path:
+        return paths.WORK / f"linux{self.work_suffix}"
+
+    @property
+    def base_tree(self) -> Path:
+        return paths.WORK / f"linux{self.work_suffix}-base"
+
+    @property
+    def build_root(self) -> Path:
+        return paths.WORK / f"build{self.work_suffix}"
+
+    @property
+    def fetched(self) -> Path:
+        """Where a privately fetched source package is unpacked (dpkg-deb -x)."""
+        return paths.WORK / "sources" / self.version
+
+    @property
+    def tarball(self) -> Path:
+        root = self.fetched if self.suite else Path("/")
+        return root / "usr" / "src" / f"{self.source_package}.tar.xz"
+
+    @property
+    def mainline(self) -> bool:
+        """The kernel upstream reviews: its series is mailed as [PATCH], the LTS's as an RFC backport."""
+        return self is MAINLINE
+
+
+LTS = Linux("6.12", base_date="2024-11-17T00:00:00Z")
+# Debian's first 7.3 upload (7.3.1-1~exp1) is of 2026-11-01
+MAINLINE = Linux("7.3", base_date="2026-11-01T00:00:00Z", suite="trixie-backports", work_suffix="-7.3")
+KERNELS = {k.version: k for k in (LTS, MAINLINE)}
+DEFAULT = LTS
+
+
+def get(version: str) -> Linux:
+    return KERNELS[version]
+
+
+def add_option(p: argparse.ArgumentParser) -> None:
+    """--linux VERSION, the same on every command that takes a kernel."""
+    p.add_argument("--linux", choices=sorted(KERNELS), default=DEFAULT.version, type=str,
+                   help=f"which kernel and its series (default {DEFAULT.version}, the LTS; "
+                        f"{MAINLINE.version} is the mainline-track series)")
+
+
+def from_args(args: argparse.Namespace) -> Linux:
+    return KERNELS[getattr(args, "linux", DEFAULT.version)]
