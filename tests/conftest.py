@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from meminit import source
+from meminit import kernels, source
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -20,8 +20,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def kernel_trees() -> source.Trees:
-    """The unpacked 6.12 source with patches/ applied (unpacked on first use)."""
-    return source.prepare_trees()
+    """The unpacked source of the kernel under test ($MEMINIT_LINUX, `meminit test --linux`;
+    6.12 by default) with its series applied (unpacked on first use)."""
+    return source.prepare_trees(kernels.from_env())
 
 
 def git_repo(path: Path) -> Path:
@@ -61,3 +62,12 @@ def drawn_figures(monkeypatch) -> list:
     real_save = plotting.save
     monkeypatch.setattr(plotting, "save", lambda fig, out, **kw: figures.append(fig) or real_save(fig, out, **kw))
     return figures
+
+
+@pytest.fixture(scope="session")
+def lts_kernel_trees(kernel_trees) -> source.Trees:
+    """kernel_trees, for the tests of what serves 6.12 only so far (measure's and package's
+    guests): on another kernel they skip, saying so."""
+    if kernel_trees.linux is not kernels.LTS:
+        pytest.skip(f"serves Linux {kernels.LTS.version} only so far (issue 34)")
+    return kernel_trees

@@ -38,12 +38,12 @@ class Packaged:
 
 
 @pytest.fixture(scope="module")
-def packaged(kernel_trees) -> Packaged:
+def packaged(lts_kernel_trees) -> Packaged:
     debs = package.package("debug")
-    kernel = build.kernel_for("debug", kernel_trees)
+    kernel = build.kernel_for("debug", lts_kernel_trees)
     run_dir = results.new_run_dir("test-package")
     accel = vm.resolve_accel("auto", kernel.image, run_dir, kernel.variant)
-    version = package.version_of(kernel_trees.series)
+    version = package.version_of(lts_kernel_trees.series)
     return Packaged(debs, kernel.release, version, run_dir, accel)
 
 
@@ -107,11 +107,11 @@ def test_the_packaged_kernel_boots(packaged, capsys):
 
 
 @pytest.mark.parametrize("with_series", [True, False], ids=["series", "base"])
-def test_debian_s_config_takes_what_measure_needs(kernel_trees, with_series, tmp_path):
+def test_debian_s_config_takes_what_measure_needs(lts_kernel_trees, with_series, tmp_path):
     """`package --config debian [--base]` as far as its config: configure_from_file fails
     naming any option of config/package.config or the series that olddefconfig drops."""
     deps.ensure({"linux-config-6.12": str(package.DEBIAN_CONFIG)})
-    config = package.config_for("debian", kernel_trees, with_series)
+    config = package.config_for("debian", lts_kernel_trees, with_series)
     config = replace(config, kernel=replace(config.kernel, out=tmp_path / "out"))
     package.configure_from_file(config)
     final = kconfig.parse_config((tmp_path / "out" / ".config").read_text())

@@ -23,3 +23,18 @@ def test_arguments_after_the_double_dash_reach_pytest_without_it():
 def test_without_extra_arguments_pytest_runs_every_test():
     args = parse([])
     assert testing.pytest_command(args.quick, args.pytest_args)[-1].endswith("tests")
+
+
+def test_linux_names_the_kernel_the_kernel_tests_run_on(monkeypatch):
+    """--linux reaches the pytest run as $MEMINIT_LINUX, which picks the kernel tree."""
+    from meminit import kernels
+
+    seen = {}
+    monkeypatch.setattr(testing.proc, "interactive", lambda cmd, cwd, env: seen.update(env) or 0)
+    args = parse(["--linux", "7.3", "--quick"])
+    assert args.func(args) == 0
+    assert seen[kernels.ENV] == "7.3"
+    monkeypatch.setenv(kernels.ENV, "7.3")
+    assert kernels.from_env() is kernels.MAINLINE
+    monkeypatch.delenv(kernels.ENV)
+    assert kernels.from_env() is kernels.LTS

@@ -11,6 +11,7 @@ and builds made then stay valid.
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,9 @@ class Linux:
     suite: str = ""
     # trees and builds under work/ carry this suffix ("" for the LTS, which had them first)
     work_suffix: str = ""
+    # the preemption model the test command boots the debug kernel (full preemption) with
+    # a second time: the one furthest from full the kernel has on x86
+    other_preempt: str = "none"
 
     @property
     def source_package(self) -> str:
@@ -71,13 +75,23 @@ class Linux:
 
 LTS = Linux("6.12", base_date="2024-11-17T00:00:00Z")
 # Debian's first 7.3 upload (7.3.1-1~exp1) is of 2026-11-01
-MAINLINE = Linux("7.3", base_date="2026-11-01T00:00:00Z", suite="trixie-backports", work_suffix="-7.3")
+MAINLINE = Linux("7.3", base_date="2026-11-01T00:00:00Z", suite="trixie-backports", work_suffix="-7.3",
+                 other_preempt="lazy")
 KERNELS = {k.version: k for k in (LTS, MAINLINE)}
 DEFAULT = LTS
 
 
+# `meminit test --linux` tells the pytest run it starts which kernel its kernel tests are for
+ENV = "MEMINIT_LINUX"
+
+
 def get(version: str) -> Linux:
     return KERNELS[version]
+
+
+def from_env() -> Linux:
+    """The kernel named by $MEMINIT_LINUX (the test command's --linux), else the default."""
+    return KERNELS[os.environ.get(ENV, DEFAULT.version)]
 
 
 def add_option(p: argparse.ArgumentParser) -> None:

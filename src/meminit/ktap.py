@@ -9,8 +9,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import paths, proc
+from meminit import kernels, paths, proc
 from meminit.errors import MeminitError
+from meminit.kernels import Linux
 
 REQUIRED_SUITES_FILE = paths.CONFIG_DIR / "kunit-suites.txt"
 
@@ -35,9 +36,12 @@ class KunitReport:
         return {c.suite for c in self.cases}
 
 
-def required_suites() -> list[str]:
-    """The suites the booted series kernel must run (config/kunit-suites.txt)."""
-    lines = (line.strip() for line in REQUIRED_SUITES_FILE.read_text().splitlines())
+def required_suites(linux: Linux = kernels.DEFAULT) -> list[str]:
+    """The suites the booted series kernel must run: config/kunit-suites.txt and the
+    kernel's own config/VERSION/kunit-suites.txt, if any."""
+    own = paths.CONFIG_DIR / linux.version / REQUIRED_SUITES_FILE.name
+    files = [REQUIRED_SUITES_FILE, *([own] if own.exists() else [])]
+    lines = (line.strip() for f in files for line in f.read_text().splitlines())
     return [line for line in lines if line and not line.startswith("#")]
 
 

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from meminit import paths, proc
+from meminit import kernels, paths, proc
 
 
 def pytest_command(quick: bool, extra: list[str]) -> list[str]:
@@ -22,15 +22,18 @@ def pytest_command(quick: bool, extra: list[str]) -> list[str]:
 
 
 def _cmd_test(args: argparse.Namespace) -> int:
+    linux = kernels.from_args(args)
     cmd = pytest_command(args.quick, args.pytest_args)
-    what = "unit tests" if args.quick else "unit tests, then the kernel build/boot/KUnit tests"
+    what = "unit tests" if args.quick else \
+        f"unit tests, then the kernel build/boot/KUnit tests on Linux {linux.version}"
     print(f"meminit: running {what}: {' '.join(cmd[2:])}", file=sys.stderr, flush=True)
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **{kernels.ENV: linux.version})
     return proc.interactive(cmd, cwd=paths.REPO, env=env)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("test", help="run the tests (pytest; builds and boots the series kernel)")
     p.add_argument("--quick", action="store_true", help="skip tests that build or boot a kernel")
+    kernels.add_option(p)
     p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra pytest arguments after --")
     p.set_defaults(func=_cmd_test)
