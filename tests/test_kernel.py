@@ -117,7 +117,7 @@ def check_kunit(boot: SeriesBoot, kernel_src: Path, name: str) -> None:
 
 def lts_only(kernel: build.Kernel, what: str) -> None:
     if kernel.linux is not kernels.LTS:
-        pytest.skip(f"{what} serves {kernels.LTS.version} only so far (issue 34)")
+        pytest.skip(f"{what} runs on {kernels.LTS.version} only so far (issue 34)")
 
 
 @pytest.fixture(scope="module")
