@@ -36,7 +36,9 @@ def test_check_configs_targets_have_kunitconfigs_that_enable_their_suites():
                "zone_device_memmap": "CONFIG_ZONE_DEVICE_MEMMAP_KUNIT_TEST",
                "clear_pages": "CONFIG_FOLIO_ZERO_USER_KUNIT_TEST",
                "folio_zero_user": "CONFIG_FOLIO_ZERO_USER_KUNIT_TEST"}
-    for target in configs.TARGETS.values():
+    every = [t for targets in configs.TARGETS_BY_KERNEL.values() for t in targets.values()]
+    assert {t.linux.version for t in every} == {"6.12", "7.3"}
+    for target in every:
         wanted = kconfig.parse_config(target.kunitconfig.read_text())
         assert wanted["CONFIG_KUNIT"] == "y"
         for suite in target.suites:
@@ -55,6 +57,25 @@ def test_check_configs_reports_missing_suites_and_failures():
     problems = configs.check(configs.TARGETS["arm64"], report)
     assert "arm64: suite clear_pages did not run" in problems
     assert "arm64: zone_device_memmap.zdm_fast_equals_slow FAIL" in problems
+
+
+def test_a_7_3_target_that_exists_for_the_pointer_encoding_must_have_run_with_it():
+    from meminit import configs, kernels, ktap
+
+    target = configs.MAINLINE_TARGETS["x86_64"]
+    assert target.kunitconfig == kconfig.paths.CONFIG_DIR / "7.3/kunit/x86_64.kunitconfig"
+    assert target.build_dir == kernels.MAINLINE.build_root / "kunit-x86_64"
+    # um has no 7.3 kunitconfig of its own: the shared one
+    assert configs.MAINLINE_TARGETS["um"].kunitconfig == configs.KUNIT_CONFIG_DIR / "um.kunitconfig"
+    report = ktap.KunitReport(ok=True, summary="", cases=[
+        ktap.KunitCase("memcpy_nontemporal", "short", "PASS"),
+        ktap.KunitCase("zone_device_memmap", "zdm_fast_equals_slow", "PASS")])
+    mask = "    # zdm_fast_equals_slow: compound tails hold a mask\n"
+    assert configs.check(target, report, mask) == [
+        "x86_64: the suites never said 'compound tails hold a head pointer'"]
+    assert configs.check(target, report, mask.replace("a mask", "a head pointer")) == []
+    assert configs.expand_targets([], kernels.MAINLINE) == ["um", "arm64", "i386", "x86_64"]
+    assert configs.expand_targets(["compile"], kernels.MAINLINE) == []
 
 
 def test_each_kernel_lays_its_own_fragment_over_the_shared_one():
