@@ -132,3 +132,23 @@ def test_numa_pmem_layout_puts_the_cpus_below_4g_and_the_pmem_node_above():
     assert cmd[cmd.index("--numa") + 1] == "2048M,cpus=0-1" and cmd.count("--numa") == 2
     with pytest.raises(MeminitError, match="too small"):
         vm.numa_pmem_layout(2 * G, 2)
+
+
+def test_the_tcg_only_qemu_drops_kvm_and_hvf_and_keeps_everything_else(tmp_path, monkeypatch):
+    """kunit.py of 7.x asks for KVM first; where /dev/kvm opens but guests hang, its
+    guests must still run, under TCG."""
+    import os
+    import subprocess
+
+    real = tmp_path / "bin" / "qemu-system-x86_64"
+    real.parent.mkdir()
+    real.write_text('#!/bin/sh\nfor a do printf "%s|" "$a"; done\n')
+    real.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{real.parent}{os.pathsep}{os.environ['PATH']}")
+    wrappers = vm.tcg_only_qemu(tmp_path / "wrap", ["x86_64"])
+    out = subprocess.run([str(wrappers / "qemu-system-x86_64"), "-nodefaults", "-accel", "kvm",
+                          "-accel", "hvf", "-accel", "tcg", "-append", "a b", "-m", "1024"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out == "-nodefaults|-accel|tcg|-append|a b|-m|1024|"
+    with pytest.raises(MeminitError, match="qemu-system-nosuch is not installed"):
+        vm.tcg_only_qemu(tmp_path / "wrap", ["nosuch"])

@@ -28,11 +28,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from meminit import build, checks, deps, kconfig, kernels, ktap, paths, proc, source, tables
+from meminit import build, checks, deps, kconfig, kernels, ktap, paths, proc, source, tables, vm
 from meminit.errors import MeminitError
 from meminit.kernels import Linux
 
 PROGRESS_EVERY_S = 30.0
+# the QEMU kunit.py starts per ARCH (um runs none)
+QEMU_ARCHES = {"arm64": ["aarch64"], "i386": ["i386"], "x86_64": ["x86_64"]}
 KUNIT_CONFIG_DIR = paths.CONFIG_DIR / "kunit"
 
 
@@ -286,7 +288,9 @@ def run_target(target: KunitTarget, tree: Path, jobs: int) -> ktap.KunitReport:
     deps.ensure({**deps.KERNEL_BUILD, **target.packages})
     target.build_dir.mkdir(parents=True, exist_ok=True)
     log = target.log
-    env = dict(os.environ, CCACHE_DIR=str(paths.CCACHE_DIR), CCACHE_BASEDIR=str(paths.REPO))
+    qemu = vm.tcg_only_qemu(target.build_dir.parent / "qemu-tcg", QEMU_ARCHES.get(target.arch, []))
+    env = dict(os.environ, CCACHE_DIR=str(paths.CCACHE_DIR), CCACHE_BASEDIR=str(paths.REPO),
+               PATH=f"{qemu}{os.pathsep}{os.environ['PATH']}")
     cmd = kunit_command(target, tree, jobs)
     print(f"meminit: kunit.py run --arch={target.arch} ({target.kunitconfig.name}); log: {log}",
           file=sys.stderr, flush=True)

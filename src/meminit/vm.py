@@ -322,3 +322,38 @@ def boot_script(spec: BootSpec, run_dir: Path, accel: str, output: Path | None =
         raise MeminitError(f"{spec.name}: guest script failed with exit {result.exit_code}:\n"
                            f"{result.stderr_tail()}\n{where}console: {result.console}")
     return result
+
+
+# kunit.py (from 7.x on) starts QEMU with "-accel kvm -accel hvf -accel tcg", and QEMU
+# takes the first that initialises: where /dev/kvm opens but guests never run (the PVM
+# hosts here), the guest hangs until kunit.py's timeout. These wrappers drop the kvm
+# and hvf choices, so such guests run under TCG, as 6.12's kunit.py always ran them.
+_TCG_ONLY_QEMU = """#!/bin/sh
+# written by meminit (vm.tcg_only_qemu): {real} without -accel kvm or -accel hvf
+accel=0
+for arg do
+    shift
+    if [ "$accel" = 1 ]; then
+        accel=0
+        case "$arg" in kvm|hvf) continue ;; esac
+        set -- "$@" -accel
+    fi
+    if [ "$arg" = -accel ]; then accel=1; continue; fi
+    set -- "$@" "$arg"
+done
+exec {real} "$@"
+"""
+
+
+def tcg_only_qemu(directory: Path, qemu_arches: list[str]) -> Path:
+    """A directory of qemu-system-ARCH wrappers that never ask for KVM or HVF, to put first
+    on the PATH of a tool that starts QEMU itself (kunit.py); returns the directory."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for arch in qemu_arches:
+        real = shutil.which(f"qemu-system-{arch}")
+        if real is None:
+            raise MeminitError(f"qemu-system-{arch} is not installed")
+        wrapper = directory / f"qemu-system-{arch}"
+        wrapper.write_text(_TCG_ONLY_QEMU.format(real=real))
+        wrapper.chmod(0o755)
+    return directory
