@@ -61,7 +61,7 @@ class KunitTarget:
     def kunitconfig(self) -> Path:
         """config/VERSION/kunit/NAME.kunitconfig where the kernel has its own, else
         config/kunit/NAME.kunitconfig (6.12's, and what every kernel shares)."""
-        own = paths.CONFIG_DIR / self.linux.version / "kunit" / f"{self.name}.kunitconfig"
+        own = self.linux.own_config("kunit", f"{self.name}.kunitconfig")
         return own if own.exists() else KUNIT_CONFIG_DIR / f"{self.name}.kunitconfig"
 
     @property
@@ -184,6 +184,10 @@ COMPILE_TARGETS = {
                            packages={"clang-16": "/usr/bin/clang-16", "lld-16": "/usr/bin/ld.lld-16",
                                      "llvm-16": "/usr/bin/llvm-ar-16"}),
 }
+
+
+# 7.3's compile targets are not ported yet (issue 34)
+COMPILE_TARGETS_BY_KERNEL = {kernels.LTS.version: COMPILE_TARGETS, kernels.MAINLINE.version: {}}
 
 
 def touched_dirs(objects: list[str], srcarch: str) -> list[str]:
@@ -332,8 +336,7 @@ def check(target: KunitTarget, report: ktap.KunitReport, log_text: str = "") -> 
 
 
 def check_configs(names: list[str], jobs: int | None = None, linux: Linux = kernels.LTS) -> None:
-    targets = TARGETS_BY_KERNEL[linux.version]
-    compile_targets = COMPILE_TARGETS if linux is kernels.LTS else {}
+    targets, compile_targets = TARGETS_BY_KERNEL[linux.version], COMPILE_TARGETS_BY_KERNEL[linux.version]
     unknown = [n for n in names if n not in targets and n not in compile_targets]
     if unknown:
         raise MeminitError(f"unknown target {', '.join(unknown)} on Linux {linux.version}: choose "
@@ -366,9 +369,8 @@ def check_configs(names: list[str], jobs: int | None = None, linux: Linux = kern
 
 
 def groups(linux: Linux = kernels.LTS) -> dict[str, list[str]]:
-    targets = TARGETS_BY_KERNEL[linux.version]
-    compile_targets = list(COMPILE_TARGETS) if linux is kernels.LTS else []
-    return {"kunit": [n for n, t in targets.items() if t.in_ci], "compile": compile_targets,
+    targets, compile_targets = TARGETS_BY_KERNEL[linux.version], COMPILE_TARGETS_BY_KERNEL[linux.version]
+    return {"kunit": [n for n, t in targets.items() if t.in_ci], "compile": list(compile_targets),
             "all": [*targets, *compile_targets]}
 
 

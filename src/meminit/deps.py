@@ -70,8 +70,7 @@ def ensure(packages: dict[str, str]) -> None:
     if not _updated:
         print("meminit: apt-get update", file=sys.stderr, flush=True)
         update = proc.run(["apt-get", "update", "-q", *LOCK_WAIT], env=env, check=False)
-        complaints = [line for line in update.stdout.splitlines() + update.stderr.splitlines()
-                      if line.startswith(("E:", "W:", "Err:"))]
+        complaints = _apt_lines(update.stdout, update.stderr, ("E:", "W:", "Err:"))
         if update.returncode != 0 or complaints:   # the install below may still work: say it
             print(f"meminit: apt-get update (exit {update.returncode}):\n"
                   + proc.tail("\n".join(complaints) or update.stderr), file=sys.stderr, flush=True)
@@ -80,6 +79,11 @@ def ensure(packages: dict[str, str]) -> None:
         print(f"meminit: apt-get install {name}", file=sys.stderr, flush=True)
         proc.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *LOCK_WAIT, name],
                  f"apt-get install {name}", env=env)
+
+
+def _apt_lines(stdout: str, stderr: str, prefixes: tuple[str, ...]) -> list[str]:
+    """apt's output lines that start with one of prefixes (its errors, warnings)."""
+    return [line for line in stdout.splitlines() + stderr.splitlines() if line.startswith(prefixes)]
 
 
 def package_version(name: str) -> str:
@@ -107,8 +111,7 @@ def fetch_deb(package: str, suite: str, apt_dir: Path, dest: Path) -> Path:
                "-oDir::State::status=/dev/null", "-oAPT::Architecture=amd64"]
     print(f"meminit: apt-get update of {suite} (private list: {sources})", file=sys.stderr, flush=True)
     update = proc.run(["apt-get", *options, "update", "-q"], f"apt-get update of {suite}", check=False)
-    failed = [line for line in update.stdout.splitlines() + update.stderr.splitlines()
-              if line.startswith(("E:", "Err:"))]
+    failed = _apt_lines(update.stdout, update.stderr, ("E:", "Err:"))
     if update.returncode != 0 or failed:
         raise MeminitError(f"apt-get update of Debian's {suite} from {DEBIAN_MIRROR} failed "
                            f"(exit {update.returncode}):\n" + proc.tail("\n".join(failed) or update.stderr))

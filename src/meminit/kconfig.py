@@ -53,8 +53,7 @@ def fragments_for(variant: str, linux: Linux = kernels.DEFAULT) -> list[Path]:
         shared = [COMMON_FRAGMENT, SERIES_FRAGMENT, DEBUG_FRAGMENT]
     else:
         raise ValueError(f"unknown kernel variant {variant!r}")
-    own = paths.CONFIG_DIR / linux.version
-    return [f for frag in shared for f in (frag, own / frag.name) if f.exists()]
+    return [f for frag in shared for f in (frag, linux.own_config(frag.name)) if f.exists()]
 
 
 def wanted_options(fragments: list[Path]) -> dict[str, str]:

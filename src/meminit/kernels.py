@@ -38,10 +38,6 @@ class Linux:
         return f"linux-source-{self.version}"
 
     @property
-    def config_package(self) -> str:
-        return f"linux-config-{self.version}"
-
-    @property
     def patches(self) -> Path:
         return paths.PATCHES / self.version
 
@@ -67,10 +63,9 @@ class Linux:
         root = self.fetched if self.suite else Path("/")
         return root / "usr" / "src" / f"{self.source_package}.tar.xz"
 
-    @property
-    def mainline(self) -> bool:
-        """The kernel upstream reviews: its series is mailed as [PATCH], the LTS's as an RFC backport."""
-        return self is MAINLINE
+    def own_config(self, *parts: str) -> Path:
+        """config/VERSION/...: what this kernel alone has, beside what config/ shares."""
+        return paths.CONFIG_DIR.joinpath(self.version, *parts)
 
 
 LTS = Linux("6.12", base_date="2024-11-17T00:00:00Z")

@@ -39,7 +39,7 @@ class KunitReport:
 def required_suites(linux: Linux = kernels.DEFAULT) -> list[str]:
     """The suites the booted series kernel must run: config/kunit-suites.txt and the
     kernel's own config/VERSION/kunit-suites.txt, if any."""
-    own = paths.CONFIG_DIR / linux.version / REQUIRED_SUITES_FILE.name
+    own = linux.own_config(REQUIRED_SUITES_FILE.name)
     files = [REQUIRED_SUITES_FILE, *([own] if own.exists() else [])]
     lines = (line.strip() for f in files for line in f.read_text().splitlines())
     return [line for line in lines if line and not line.startswith("#")]
