@@ -10,12 +10,33 @@ import pytest
 from meminit import kernels, source
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# The guests of the harness's long commands, each 5-15 minutes under TCG on top of the
+# test kernel's own boots: the soak, the mm selftests, measure's and package's guests.
+# `meminit test --long` runs them (before a submission); CI and the plain test command
+# skip them, saying so, to keep a cold CI of both kernels within its budget.
+LONG_FIXTURES = frozenset({"short_soak", "fast_selftests", "guest_measure", "packaged"})
+LONG_OPTION = "--long"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(LONG_OPTION, action="store_true",
+                     help="also run the long guest tests (soak, selftests, measure, package)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test that needs the kernel tree is a kernel test: unpacking and patching the 6.12
-    source takes minutes on a fresh clone, and `meminit test --quick` must not do it."""
+    source takes minutes on a fresh clone, and `meminit test --quick` must not do it.
+    A test that needs a LONG_FIXTURES guest is long, and skips without --long."""
+    run_long = config.getoption(LONG_OPTION)
     for item in items:
-        if "kernel_trees" in getattr(item, "fixturenames", ()):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if "kernel_trees" in fixtures:
             item.add_marker(pytest.mark.kernel)
+        if fixtures & LONG_FIXTURES:
+            item.add_marker(pytest.mark.long)
+            if not run_long:
+                item.add_marker(pytest.mark.skip(
+                    reason="a long guest test: `meminit test --long` runs it, before a submission"))
 
 
 @pytest.fixture(scope="session")

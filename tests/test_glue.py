@@ -8,6 +8,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -41,6 +42,22 @@ def test_cli_turns_errors_into_exit_codes(monkeypatch, tmp_path, capsys):
     for action in parser._subparsers._group_actions[0].choices.values():
         action.set_defaults(func=interrupted)
     assert cli.main(["report", "x"]) == 130
+
+    # SIGTERM unwinds like Ctrl-C: the command's finally blocks run
+    put_back = []
+
+    def terminated(args):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+        finally:
+            put_back.append(True)
+
+    parser.set_defaults(func=terminated)
+    for action in parser._subparsers._group_actions[0].choices.values():
+        action.set_defaults(func=terminated)
+    before = signal.getsignal(signal.SIGTERM)
+    assert cli.main(["report", "x"]) == 130 and put_back == [True]
+    assert signal.getsignal(signal.SIGTERM) is before
 
 
 # ------------------------------------------------------------------ fake vng

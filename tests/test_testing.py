@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+import pytest
+
 from meminit import testing
+from meminit.errors import MeminitError
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -23,6 +26,15 @@ def test_arguments_after_the_double_dash_reach_pytest_without_it():
 def test_without_extra_arguments_pytest_runs_every_test():
     args = parse([])
     assert testing.pytest_command(args.quick, args.pytest_args)[-1].endswith("tests")
+
+
+def test_long_adds_the_long_guest_tests_and_refuses_quick(monkeypatch):
+    args = parse(["--long", "--", "-k", "soak"])
+    assert testing.pytest_command(args.quick, args.pytest_args, args.long)[-3:] == ["--long", "-k", "soak"]
+    assert "--long" not in testing.pytest_command(False, [])
+    args = parse(["--long", "--quick"])
+    with pytest.raises(MeminitError, match="pick one"):
+        args.func(args)
 
 
 def test_linux_names_the_kernel_the_kernel_tests_run_on(monkeypatch):

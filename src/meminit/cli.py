@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+from types import FrameType
 
 from meminit.errors import MeminitError
 
@@ -29,7 +31,7 @@ COMMAND_MODULES = [
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="meminit",
-        description="Build, boot, test and measure the meminit Linux 6.12 series.",
+        description="Build, boot, test and measure the meminit series (Linux 6.12 LTS and 7.3).",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
@@ -49,8 +51,15 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.N
     return args
 
 
+def _terminated(signum: int, _frame: FrameType | None) -> None:
+    """SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C, so that what a command must put
+    back (check-series' tree at the series head, measure's devices) is put back."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(make_parser(), argv)
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         return int(args.func(args) or 0)
     except MeminitError as exc:
@@ -59,3 +68,5 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("meminit: interrupted", file=sys.stderr)
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -34,7 +34,7 @@ from meminit.soak_guest import (FAULT_KINDS, FINAL_CYCLE, HASH, SOAK_FILE,
                                 fault_range, guest_script)
 
 DEFAULT_CYCLES = 100
-SHORT_CYCLES = 10  # the test command's soak
+SHORT_CYCLES = 6  # `meminit test --long`: every mode, both fault kinds
 DEFAULT_PMEM = 1536 << 20  # above the 1 GiB threaded-init threshold for fsdax map=dev
 # With the device unbound and caches dropped, what may differ from the first cycle: page
 # allocator and slab caches, kmemleak's own objects and per-CPU lists move by a few MiB
@@ -350,7 +350,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("soak", help="bind/unbind cycles on the debug kernel: same struct pages, "
                                     "no splat, no leak, CPU hotplug and injected faults survived")
     p.add_argument("--cycles", type=int, default=DEFAULT_CYCLES,
-                   help=f"cycles per scenario (default {DEFAULT_CYCLES}; the test command runs {SHORT_CYCLES})")
+                   help=f"cycles per scenario (default {DEFAULT_CYCLES}; `test --long` runs {SHORT_CYCLES})")
     p.add_argument("--scenario", action="append", choices=list(memmap_scenarios.BY_NAME),
                    help="scenario to soak (repeatable; default: all of them)")
     p.add_argument("--pmem-size", type=units.parse_size, default=DEFAULT_PMEM,

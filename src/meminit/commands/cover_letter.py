@@ -99,12 +99,13 @@ def how_tested() -> str:
         "without CPUs; a fast-path case that skips there fails the run.",
         f"Every CI run: KUnit through kunit.py on {targets[True]}. By hand: {targets[False]}; "
         f"W=1 compiles of the touched files under {', '.join(configs.COMPILE_TARGETS)}.",
-        "Every CI run: struct pages hashed after rebinds in every mode (slow, template, "
-        "streaming, auto) and compared: fsdax map=dev, devdax align=2M, device-private (test_hmm).",
-        f"Every CI run: a soak of {soak.SHORT_CYCLES} bind/unbind cycles per device type with CPU "
-        "hotplug, injected allocation failures and kmemleak; 100 by hand.",
-        f"Every CI run: {len(selftests.FAST)} of the kernel's mm selftests on the debug kernel. By "
-        f"hand: all {len(selftests.SELFTESTS)} on base and series side by side.",
+        "Every CI run: struct pages hashed after fsdax map=dev rebinds on two threads in every "
+        "mode (slow, template, streaming, auto) and compared, under two preemption models. "
+        "Before a submission, also devdax align=2M and device-private (test_hmm).",
+        f"Before a submission: a soak of {soak.SHORT_CYCLES} bind/unbind cycles per device type with "
+        "CPU hotplug, injected allocation failures and kmemleak; 100 by hand.",
+        f"Before a submission: {len(selftests.FAST)} of the kernel's mm selftests on the debug "
+        f"kernel. By hand: all {len(selftests.SELFTESTS)} on base and series side by side.",
     ]
     return "\n".join(fill(item, initial_indent="- ", subsequent_indent="  ") for item in items)
 
