@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from meminit import (benchbin, build, cli, deps, forkbench, hostinfo, kconfig, microbench, paths, results,
+from meminit import (benchbin, build, cli, deps, forkbench, hostinfo, kconfig, kernels, microbench, paths, results,
                      source, vm)
 from meminit.commands import run as run_command
 from meminit.errors import MeminitError
@@ -240,12 +240,12 @@ def offline_run(tmp_path: Path, monkeypatch, variants: list[str], guest) -> list
         kernels[variant] = kernel
     booted: list[vm.BootSpec] = []
     monkeypatch.setattr(deps, "ensure", lambda packages: None)
-    monkeypatch.setattr(build, "build_variants", lambda names, jobs=None: {n: kernels[n] for n in names})
+    monkeypatch.setattr(build, "build_variants", lambda names, jobs=None, linux=None: {n: kernels[n] for n in names})
     monkeypatch.setattr(vm, "boot", lambda spec, run_dir, accel: booted.append(spec) or guest(spec, run_dir, accel))
     monkeypatch.setattr(results, "new_run_dir", lambda kind: results.find_run(tmp_path) / "run")
     (tmp_path / "run").mkdir()
-    monkeypatch.setattr(source, "source_version", lambda: "6.12.0-test")
-    monkeypatch.setattr(source, "series_commit", lambda: "0123456789abcdef")
+    monkeypatch.setattr(source, "source_version", lambda linux=None: "6.12.0-test")
+    monkeypatch.setattr(source, "series_commit", lambda tree=None: "0123456789abcdef")
     return booted
 
 
@@ -389,3 +389,20 @@ def test_run_refuses_a_kernel_named_twice(monkeypatch):
     monkeypatch.setattr(build, "build_variants", lambda names, jobs=None: pytest.fail("built kernels first"))
     with pytest.raises(MeminitError, match="names a kernel twice"):
         run_command.run(base.RunRequest(scenarios=["fork"], kernels=["series", "series"]))
+
+
+def test_run_on_7_3_builds_7_3_and_refuses_6_12_only_scenarios_first(tmp_path, monkeypatch):
+    built = []
+    monkeypatch.setattr(deps, "ensure", lambda packages: None)
+    monkeypatch.setattr(build, "build_variants",
+                        lambda names, jobs=None, linux=None: built.append(linux) or pytest.fail("built"))
+    for name in ("thp-fault", "fault-latency"):
+        args = cli.make_parser().parse_args(["run", "--linux", "7.3", "--scenario", "fsdax-mapdev",
+                                             "--scenario", name])
+        with pytest.raises(MeminitError, match=f"scenario {name} runs on Linux 6.12 only: "):
+            run_command.run(run_command.request_from(args))
+    assert built == []
+    args = cli.make_parser().parse_args(["run", "--linux", "7.3", "--scenario", "fsdax-mapdev"])
+    with pytest.raises(pytest.fail.Exception):
+        run_command.run(run_command.request_from(args))
+    assert built == [kernels.MAINLINE]

@@ -132,7 +132,7 @@ def short_soak(lts_kernel_trees, series_boot) -> soak.SoakOutcome:
 def fast_selftests(lts_kernel_trees, series_boot) -> list[selftest_results.Outcome]:
     """The test command's subset of the mm selftests, built from the pristine tree (6.12
     only so far: lts_kernel_trees skips it elsewhere)."""
-    bin_dir = selftests.build_selftests(selftests.FAST, jobs=2)
+    bin_dir = selftests.build_selftests(selftests.FAST, jobs=2, linux=series_boot.kernel.linux)
     return selftests.run_kernel(series_boot.kernel, selftests.FAST, bin_dir,
                                 series_boot.run_dir / "selftests", series_boot.accel,
                                 selftests.SelftestsRequest().hugetlb_pages)

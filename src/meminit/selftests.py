@@ -17,11 +17,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import build, deps, paths, results, selftest_results, source, vm
+from meminit import build, deps, kernels, results, selftest_results, source, vm
 from meminit.errors import MeminitError
+from meminit.kernels import Linux
 
 SELFTEST_DIR = "tools/testing/selftests/mm"
-BUILD_DIR = paths.BUILD_ROOT / "selftests-mm"
+BUILD_DIR_NAME = "selftests-mm"  # under the kernel's build root
 # run_vmtests.sh's pool: 256 MiB of default-size huge pages (2 * CPUs pages for uffd
 # is less on any guest we boot)
 HUGETLB_POOL_BYTES = 256 << 20
@@ -101,16 +102,17 @@ def select(names: list[str] | None) -> tuple[Selftest, ...]:
     return chosen
 
 
-def build_selftests(tests: tuple[Selftest, ...], jobs: int) -> Path:
-    """Build the programs from the pristine tree; returns the directory holding them."""
+def build_selftests(tests: tuple[Selftest, ...], jobs: int, linux: Linux = kernels.DEFAULT) -> Path:
+    """Build the programs from the kernel's pristine tree; returns the directory holding them."""
     deps.ensure(deps.KERNEL_BUILD)
-    tree = source.prepare_trees().base
-    BUILD_DIR.mkdir(parents=True, exist_ok=True)
-    headers = BUILD_DIR / "headers"
+    tree = source.prepare_trees(linux).base
+    build_dir = linux.build_root / BUILD_DIR_NAME
+    build_dir.mkdir(parents=True, exist_ok=True)
+    headers = build_dir / "headers"
     kernel = build.Kernel("selftests", tree, headers)
     build.run_make(kernel, ["make", "-C", str(tree), f"O={headers}", "headers_install"],
-                   BUILD_DIR / "headers.log", "selftests: uapi headers")
-    out = BUILD_DIR / "bin"
+                   build_dir / "headers.log", "selftests: uapi headers")
+    out = build_dir / "bin"
     out.mkdir(exist_ok=True)
     binaries = sorted({str(out / t.binary) for t in tests})
     print(f"meminit: building {len(binaries)} mm selftests from {tree.name} into {out}",
@@ -118,7 +120,7 @@ def build_selftests(tests: tuple[Selftest, ...], jobs: int) -> Path:
     build.run_make(kernel, ["make", "-C", str(tree / SELFTEST_DIR), f"-j{jobs}", f"OUTPUT={out}",
                             f"KHDR_INCLUDES=-isystem {headers / 'usr/include'}", f"EXTRA_CFLAGS={EXTRA_CFLAGS}",
                             *binaries],
-                   BUILD_DIR / "build.log", "selftests: mm programs")
+                   build_dir / "build.log", "selftests: mm programs")
     return out
 
 
@@ -191,18 +193,19 @@ class SelftestsRequest:
     variants: tuple[str, ...] = ("base", "series")
     accel: str = "auto"
     hugetlb_pages: int = HUGETLB_POOL_BYTES // HUGEPAGE_BYTES
+    linux: Linux = kernels.DEFAULT
 
 
 def run(request: SelftestsRequest, jobs: int | None = None) -> tuple[Path, list[str]]:
     """Build, boot each kernel, print the table; returns the run directory and the losses."""
     deps.ensure(deps.GUEST)
-    kernels = build.build_variants(list(request.variants), jobs=jobs)
-    bin_dir = build_selftests(request.tests, jobs or 2)
+    built = build.build_variants(list(request.variants), jobs=jobs, linux=request.linux)
+    bin_dir = build_selftests(request.tests, jobs or 2, request.linux)
     run_dir = results.new_run_dir("selftests")
-    first = next(iter(kernels.values()))
+    first = next(iter(built.values()))
     accel = vm.resolve_accel(request.accel, first.image, run_dir, first.variant)
     columns = {v: run_kernel(k, request.tests, bin_dir, run_dir, accel, request.hugetlb_pages)
-               for v, k in kernels.items()}
+               for v, k in built.items()}
     names = [t.name for t in request.tests]
     problems = selftest_results.judge(columns)
     table = selftest_results.render(columns)
@@ -215,7 +218,7 @@ def run(request: SelftestsRequest, jobs: int | None = None) -> tuple[Path, list[
         print(f"meminit: rechecking on both kernels: {', '.join(t.name for t in lost)}",
               file=sys.stderr, flush=True)
         rechecked = {v: run_kernel(k, lost, bin_dir, run_dir, accel, request.hugetlb_pages, RECHECK)
-                     for v, k in kernels.items()}
+                     for v, k in built.items()}
         again = selftest_results.judge(rechecked)
         flaky = selftest_results.recheck_verdict(problems, again, names)
         table += ("\n\nrecheck of what the series lost, on both kernels:\n" + selftest_results.render(rechecked)
@@ -227,8 +230,9 @@ def run(request: SelftestsRequest, jobs: int | None = None) -> tuple[Path, list[
     (run_dir / "table.txt").write_text(table + "\n")
     results.write_json(run_dir, {
         "kind": "selftests", "accel": accel, "hugetlb_pages": request.hugetlb_pages,
-        "kernels": {v: k.release for v, k in kernels.items()},
-        "source_version": source.source_version(), "series_commit": source.series_commit(),
+        "kernels": {v: k.release for v, k in built.items()}, "linux": request.linux.version,
+        "source_version": source.source_version(request.linux),
+        "series_commit": source.series_commit(request.linux.tree),
         "results": selftest_results.as_json(columns), "recheck": selftest_results.as_json(rechecked),
         "flaky": flaky, "problems": problems,
     })
@@ -240,7 +244,8 @@ def run(request: SelftestsRequest, jobs: int | None = None) -> tuple[Path, list[
 def _cmd_selftests(args: argparse.Namespace) -> int:
     request = SelftestsRequest(tests=FAST if args.fast else select(args.test),
                                variants=tuple(args.kernel or ("base", "series")),
-                               accel=args.accel, hugetlb_pages=args.hugetlb_pages)
+                               accel=args.accel, hugetlb_pages=args.hugetlb_pages,
+                               linux=kernels.from_args(args))
     _, problems = run(request, args.jobs)
     if problems:
         raise MeminitError("selftests failed:\n  " + "\n  ".join(problems))
@@ -256,6 +261,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                            f"{', '.join(sorted({t.binary for t in SELFTESTS}))})")
     p.add_argument("--fast", action="store_true",
                    help=f"only the test command's subset ({', '.join(t.name for t in FAST)})")
+    kernels.add_option(p)
     p.add_argument("--kernel", action="append", choices=["base", "series", "debug"],
                    help="kernel to run them on (repeatable; default: base and series)")
     p.add_argument("--hugetlb-pages", type=int, default=HUGETLB_POOL_BYTES // HUGEPAGE_BYTES,

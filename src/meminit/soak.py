@@ -27,9 +27,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from meminit import build, deps, memmap_log, results, source, tables, units, vm
+from meminit import build, deps, kernels, memmap_log, results, source, tables, units, vm
 from meminit.scenarios import memmap as memmap_scenarios
 from meminit.errors import MeminitError
+from meminit.kernels import Linux
 from meminit.soak_guest import (FAULT_KINDS, FINAL_CYCLE, HASH, SOAK_FILE,
                                 fault_range, guest_script)
 
@@ -257,6 +258,7 @@ class SoakRequest:
     cpus: int = 2
     append: list[str] = field(default_factory=list)
     timeout_s: int = 7200
+    linux: Linux = kernels.DEFAULT
 
 
 @dataclass
@@ -313,7 +315,7 @@ def soak(kernel: build.Kernel, request: SoakRequest, run_dir: Path) -> SoakOutco
 
 def run(request: SoakRequest, jobs: int | None = None) -> SoakOutcome:
     deps.ensure(deps.GUEST)
-    kernel = build.build_variants(["debug"], jobs=jobs)["debug"]
+    kernel = build.build_variants(["debug"], jobs=jobs, linux=request.linux)["debug"]
     run_dir = results.new_run_dir("soak")
     accel = vm.resolve_accel(request.accel, kernel.image, run_dir, kernel.variant)
     request = SoakRequest(**{**request.__dict__, "accel": accel})
@@ -322,7 +324,8 @@ def run(request: SoakRequest, jobs: int | None = None) -> SoakOutcome:
         "kind": "soak", "accel": accel, "kernel": kernel.release, "cycles": request.cycles,
         "pmem_size": units.format_size(request.pmem_size), "guest_cpus": request.cpus,
         "hotplug": outcome.hotplug, "fault_injection": request.inject,
-        "source_version": source.source_version(), "series_commit": source.series_commit(),
+        "linux": request.linux.version, "source_version": source.source_version(request.linux),
+        "series_commit": source.series_commit(request.linux.tree),
         "tolerances": {"memfree_kb": MEMFREE_TOLERANCE_KB, "sunreclaim_kb": SUNRECLAIM_TOLERANCE_KB,
                        "memmap_pages": MEMMAP_TOLERANCE_PAGES},
         "scenarios": [{**r.__dict__, "slowest": r.slowest.__dict__ if r.slowest else None}
@@ -338,7 +341,7 @@ def _cmd_soak(args: argparse.Namespace) -> int:
     request = SoakRequest(scenarios=args.scenario or list(memmap_scenarios.BY_NAME), cycles=args.cycles,
                           pmem_size=args.pmem_size, hotplug=not args.no_hotplug,
                           inject=not args.no_faults, accel=args.accel, cpus=args.cpus,
-                          append=args.append, timeout_s=args.timeout)
+                          append=args.append, timeout_s=args.timeout, linux=kernels.from_args(args))
     outcome = run(request, args.jobs)
     if outcome.problems:
         raise MeminitError("soak failed:\n  " + "\n  ".join(outcome.problems))
@@ -349,6 +352,7 @@ def _cmd_soak(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("soak", help="bind/unbind cycles on the debug kernel: same struct pages, "
                                     "no splat, no leak, CPU hotplug and injected faults survived")
+    kernels.add_option(p)
     p.add_argument("--cycles", type=int, default=DEFAULT_CYCLES,
                    help=f"cycles per scenario (default {DEFAULT_CYCLES}; `test --long` runs {SHORT_CYCLES})")
     p.add_argument("--scenario", action="append", choices=list(memmap_scenarios.BY_NAME),

@@ -17,9 +17,13 @@ def run(req: RunRequest) -> Path:
     if len(set(req.kernels)) != len(req.kernels):
         raise MeminitError(f"--kernels names a kernel twice: {','.join(req.kernels)}")
     chosen = [REGISTRY[name] for name in req.scenarios]
+    for scenario in chosen:
+        if req.linux.version not in scenario.linux_versions:
+            raise MeminitError(f"scenario {scenario.name} runs on Linux {', '.join(scenario.linux_versions)} "
+                               f"only: {scenario.elsewhere}")
     memories = [s.guest_memory(req) for s in chosen]  # refuses impossible sizes before building
     deps.ensure(deps.GUEST)
-    built = build.build_variants(req.kernels, jobs=req.jobs)
+    built = build.build_variants(req.kernels, jobs=req.jobs, linux=req.linux)
     run_dir = results.new_run_dir("run")
     first = built[req.kernels[0]]
     accel = vm.resolve_accel(req.accel, first.image, run_dir, first.variant)
@@ -27,8 +31,8 @@ def run(req: RunRequest) -> Path:
         "kind": "memmap", "host_cpu": hostinfo.cpu_model(), "accel": accel, "guest_cpus": req.cpus,
         "init_threads": req.init_threads,
         "guest_memory": units.format_size(max(memories)), "pmem_size": units.format_size(req.pmem_size),
-        "rebinds": req.rebinds, "source_package": kernels.LTS.source_package,
-        "source_version": source.source_version(), "series_commit": source.series_commit(),
+        "rebinds": req.rebinds, "linux": req.linux.version, "source_package": req.linux.source_package,
+        "source_version": source.source_version(req.linux), "series_commit": source.series_commit(req.linux.tree),
         "kernels": {v: k.release for v, k in built.items()}, "scenarios": [],
     }
     for scenario in chosen:
@@ -43,7 +47,7 @@ def run(req: RunRequest) -> Path:
 
 def request_from(args: argparse.Namespace) -> RunRequest:
     return RunRequest(
-        scenarios=args.scenario or [DEFAULT], kernels=args.kernels, accel=args.accel, cpus=args.cpus,
+        scenarios=args.scenario or [DEFAULT], kernels=args.kernels, linux=kernels.from_args(args), accel=args.accel, cpus=args.cpus,
         memory=args.memory, append=args.append, timeout=args.timeout, jobs=args.jobs,
         variants=args.variants, pmem_size=args.pmem_size, init_threads=args.init_threads,
         rebinds=args.rebinds, fork_vmas=args.fork_vmas, fork_seconds=args.fork_seconds,
@@ -67,6 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scenario", action="append", choices=list(REGISTRY),
                    help=f"scenario to run (repeatable; default {DEFAULT}): "
                         + "; ".join(f"{name}: {s.help}" for name, s in REGISTRY.items()))
+    kernels.add_option(p)
     p.add_argument("--kernels", type=lambda s: s.split(","), default=d.kernels,
                    help="comma-separated kernels to boot, first decides the accelerator "
                         f"(default {listed(d.kernels)})")

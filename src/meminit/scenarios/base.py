@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from meminit import build, forkbench, vm
+from meminit.kernels import KERNELS, LTS, Linux
 from meminit.units import GIB
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class RunRequest:
 
     scenarios: list[str]
     kernels: list[str] = field(default_factory=lambda: ["series", "base"])
+    linux: Linux = LTS  # which kernel's base and series (--linux; the LTS by default)
     accel: str = "auto"
     cpus: int = 2
     memory: int | None = None
@@ -71,6 +73,10 @@ class Scenario(ABC):
     kind: str
     help: str
     plot_file: str
+    # The kernels whose series it measures something of, and why not the others; a run
+    # on another is refused before anything is built.
+    linux_versions: tuple[str, ...] = tuple(KERNELS)
+    elsewhere: str = ""
 
     def guest_memory(self, req: RunRequest) -> int:
         """Guest RAM; refuses sizes the guest cannot hold before anything is built."""

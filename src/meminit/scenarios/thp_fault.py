@@ -14,7 +14,7 @@ import shlex
 import statistics
 from pathlib import Path
 
-from meminit import benchbin, hugetlb, plotting, results, units, vm
+from meminit import benchbin, hugetlb, kernels, plotting, results, units, vm
 from meminit.errors import MeminitError
 from meminit.scenarios.base import Boot, RunRequest, Scenario
 from meminit.stats import Stats
@@ -131,6 +131,8 @@ class ThpFaultScenario(Scenario):
     kind = "faults"
     help = "huge-page demand faults: GB/s per mapping kind (thp, hugetlb 2M/1G)"
     plot_file = "faults.png"
+    linux_versions = (kernels.LTS.version,)
+    elsewhere = "7.3's base clears huge pages as the 6.12 series does (upstream's work), so base and series are the same there"
 
     def guest_memory(self, req: RunRequest) -> int:
         return guest_memory(req.fault_size, req.memory)
