@@ -87,8 +87,17 @@ def drawn_figures(monkeypatch) -> list:
 
 @pytest.fixture(scope="session")
 def lts_kernel_trees(kernel_trees) -> source.Trees:
-    """kernel_trees, for the tests of what serves 6.12 only so far (measure's and package's
-    guests): on another kernel they skip, saying so."""
+    """kernel_trees, for the tests of what serves 6.12 only (`package`): on another kernel
+    they skip, saying so."""
     if kernel_trees.linux is not kernels.LTS:
         pytest.skip(f"serves Linux {kernels.LTS.version} only so far (issue 34)")
+    return kernel_trees
+
+
+@pytest.fixture(scope="session")
+def long_guest_kernel_trees(kernel_trees) -> source.Trees:
+    """kernel_trees, for the long guests (soak, selftests, measure): on a kernel they have
+    not been ported to (Linux.long_guests_ported) they skip, saying so."""
+    if not kernel_trees.linux.long_guests_ported:
+        pytest.skip(f"the long guests are not ported to Linux {kernel_trees.linux.version} yet (issue 34)")
     return kernel_trees

@@ -116,9 +116,9 @@ def check_kunit(boot: SeriesBoot, kernel_src: Path, name: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def short_soak(lts_kernel_trees, series_boot) -> soak.SoakOutcome:
+def short_soak(long_guest_kernel_trees, series_boot) -> soak.SoakOutcome:
     """soak.SHORT_CYCLES cycles of every scenario, with CPU hotplug and injected faults
-    (6.12 only so far: lts_kernel_trees skips it elsewhere)."""
+    (6.12 only so far: long_guest_kernel_trees skips it elsewhere)."""
     run_dir = series_boot.run_dir / "soak"
     run_dir.mkdir(exist_ok=True)
     request = soak.SoakRequest(scenarios=list(memmap.BY_NAME), cycles=soak.SHORT_CYCLES,
@@ -129,9 +129,9 @@ def short_soak(lts_kernel_trees, series_boot) -> soak.SoakOutcome:
 
 
 @pytest.fixture(scope="module")
-def fast_selftests(lts_kernel_trees, series_boot) -> list[selftest_results.Outcome]:
+def fast_selftests(long_guest_kernel_trees, series_boot) -> list[selftest_results.Outcome]:
     """The test command's subset of the mm selftests, built from the pristine tree (6.12
-    only so far: lts_kernel_trees skips it elsewhere)."""
+    only so far: long_guest_kernel_trees skips it elsewhere)."""
     bin_dir = selftests.build_selftests(selftests.FAST, jobs=2, linux=series_boot.kernel.linux)
     return selftests.run_kernel(series_boot.kernel, selftests.FAST, bin_dir,
                                 series_boot.run_dir / "selftests", series_boot.accel,

@@ -177,8 +177,10 @@ def test_mail_edits_say_what_is_missing():
     assert mail.header_value(folded, "Subject") == mail.header_value(long_subject, "Subject")
 
 
-def test_the_cover_letter_quotes_the_docs_and_names_each_cpu():
-    blurb = cover_letter.blurb(kernels.LTS.source_package, "6.12.117-1~deb12u1")
+@pytest.mark.parametrize("linux, version", [(kernels.LTS, "6.12.117-1~deb12u1"),
+                                            (kernels.MAINLINE, "7.3.4-1~bpo13+1")], ids=["6.12", "7.3"])
+def test_the_cover_letter_quotes_the_docs_and_names_each_cpu(linux, version):
+    blurb = cover_letter.blurb(linux, version)
     doc = cover_letter.SERIES_DOC.read_text()
     flat = " ".join(blurb.split())
     for heading in ("Why", "Open questions"):
@@ -187,8 +189,18 @@ def test_the_cover_letter_quotes_the_docs_and_names_each_cpu():
         assert summary["cpu_model"] in blurb
         assert summary["date"][:10] in blurb
     assert "in a VM" in blurb   # the Xeon's figures say where they come from
-    assert "linux-source-6.12 6.12.117-1~deb12u1 (upstream v6.12.117" in flat
+    assert f"{linux.source_package} {version} (upstream v{version.split('-')[0]}" in flat
     assert max(len(line) for line in blurb.splitlines()) <= cover_letter.WIDTH
+    # each series says what it is: 6.12 the backport with the clearing half, 7.3 the memmap half
+    clearing = ("clears huge pages in extents", "The clearing unit", "folio_zero_user", "clear_pages")
+    if linux is kernels.LTS:
+        assert all(c in flat for c in clearing) and "backport to the 6.12 LTS" in flat
+        assert "soak of" in flat
+    else:
+        assert not any(c in flat for c in clearing), [c for c in clearing if c in flat]
+        assert "A patch series against Linux 7.3" in flat and "both encodings of compound tails" in flat
+        assert "preempt=lazy" in flat and "soak of" not in flat
+        assert "um (memcpy_nontemporal)" in flat
 
 
 def test_mailing_the_series_passes_checkpatch_and_git_am(kernel_trees, tmp_path):

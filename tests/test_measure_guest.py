@@ -102,8 +102,8 @@ class GuestMeasure:
 
 
 @pytest.fixture(scope="module")
-def guest_measure(lts_kernel_trees) -> GuestMeasure:
-    kernel = build.kernel_for("debug", lts_kernel_trees)
+def guest_measure(long_guest_kernel_trees) -> GuestMeasure:
+    kernel = build.kernel_for("debug", long_guest_kernel_trees)
     build.build(kernel)
     run_dir = results.new_run_dir("test-measure")
     memory, memmap_param = vm.pmem_layout(PMEM, None)

@@ -32,6 +32,12 @@ class Linux:
     # the preemption model the test command boots the debug kernel (full preemption) with
     # a second time: the one furthest from full the kernel has on x86
     other_preempt: str = "none"
+    # the mailed series' subject prefix: the series for mm is a [PATCH]; a backport to an
+    # older kernel can only be a request for comments
+    mail_prefix: str = "PATCH"
+    # whether the long guests (soak, mm selftests, measure's and package's guests) have
+    # been ported to this kernel: `meminit test --long` skips them elsewhere, saying so
+    long_guests_ported: bool = False
 
     @property
     def source_package(self) -> str:
@@ -68,7 +74,7 @@ class Linux:
         return paths.CONFIG_DIR.joinpath(self.version, *parts)
 
 
-LTS = Linux("6.12", base_date="2024-11-17T00:00:00Z")
+LTS = Linux("6.12", base_date="2024-11-17T00:00:00Z", mail_prefix="RFC PATCH", long_guests_ported=True)
 # Debian's first 7.3 upload (7.3.1-1~exp1) is of 2026-11-01
 MAINLINE = Linux("7.3", base_date="2026-11-01T00:00:00Z", suite="trixie-backports", work_suffix="-7.3",
                  other_preempt="lazy")

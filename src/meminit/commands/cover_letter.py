@@ -6,11 +6,19 @@ from __future__ import annotations
 
 import textwrap
 
-from meminit import bench_results, configs, ktap, paths, selftests, soak, tables, units
+from meminit import bench_results, configs, kernels, ktap, paths, selftests, soak, tables, units
 from meminit.errors import MeminitError
+from meminit.kernels import Linux
 
 SERIES_DOC = paths.REPO / "docs" / "series.md"
-SUBJECT = "mm: faster ZONE_DEVICE memmap init and huge-page clearing"
+# per kernel: what its series does (7.3 carries the memmap half only)
+SUBJECTS = {kernels.LTS.version: "mm: faster ZONE_DEVICE memmap init and huge-page clearing",
+            kernels.MAINLINE.version: "mm: faster ZONE_DEVICE memmap init"}
+# per kernel: the docs/series.md section whose first paragraphs say what the series does
+# ("" for the document's own; 6.12's second says it is the backport), and the open
+# questions it adds
+INTRO_SECTIONS = {kernels.LTS.version: ("", 2), kernels.MAINLINE.version: ("On Linux 7.3", 1)}
+OWN_QUESTIONS = {kernels.LTS.version: "Open questions on 6.12"}
 TABLE_SIZE = 1 << 30     # the bench's largest fill: far beyond any LLC measured
 WIDTH = 76
 
@@ -24,9 +32,9 @@ def doc_section(text: str, heading: str) -> str:
     return body.strip()
 
 
-def intro(text: str) -> str:
-    """The document's first paragraph (with its list): what the series does."""
-    return text.split("\n", 1)[1].strip().split("\n\n", 1)[0]
+def intro(text: str, paragraphs: int = 1) -> str:
+    """The document's first paragraphs (with their lists), below its title."""
+    return "\n\n".join(text.split("\n", 1)[1].strip().split("\n\n")[:paragraphs])
 
 
 def rewrap(markdown: str) -> str:
@@ -84,29 +92,38 @@ def bench_table(summaries: list[dict], size: int = TABLE_SIZE) -> str:
             "read back first (readback):\n\n" + "\n\n".join(blocks))
 
 
-def how_tested() -> str:
-    """What the harness checks, and which checks every CI run makes (its code and .ci/run,
-    not a claim about one run)."""
-    suites = ktap.required_suites()
-    targets = {ci: "; ".join(f"{n} ({', '.join(t.suites)})" for n, t in configs.TARGETS.items() if t.in_ci == ci)
+def how_tested(linux: Linux = kernels.DEFAULT) -> str:
+    """What the harness checks on `linux`'s series, and which checks every CI run makes (its
+    code and .ci/run, not a claim about one run)."""
+    suites = ktap.required_suites(linux)
+    kunit_targets = configs.TARGETS_BY_KERNEL[linux.version]
+    compile_targets = configs.COMPILE_TARGETS_BY_KERNEL[linux.version]
+    targets = {ci: "; ".join(f"{n} ({', '.join(t.suites)})" for n, t in kunit_targets.items() if t.in_ci == ci)
                for ci in (True, False)}
+    by_hand = [f"KUnit through kunit.py on {targets[False]}"] if targets[False] else []
+    if compile_targets:
+        by_hand.append(f"W=1 compiles of the touched files under {', '.join(compile_targets)}")
     items = [
         "Every CI run: the files each prefix touches compile with W=1 and no warning on an added "
         "line, the whole series builds, every patch is checkpatch --strict clean. By hand: every "
         "prefix builds in full.",
         f"Every CI run: KUnit ({', '.join(suites)}) booted in QEMU on a debug kernel: DEBUG_VM, "
         "PROVE_LOCKING, PREEMPT full, DEBUG_PAGE_REF, 2 NUMA nodes with the pmem on the node "
-        "without CPUs; a fast-path case that skips there fails the run.",
-        f"Every CI run: KUnit through kunit.py on {targets[True]}. By hand: {targets[False]}; "
-        f"W=1 compiles of the touched files under {', '.join(configs.COMPILE_TARGETS)}.",
+        f"without CPUs, booted again with preempt={linux.other_preempt}; a fast-path case that "
+        "skips there fails the run.",
+        f"Every CI run: KUnit through kunit.py on {targets[True]}."
+        + (f" By hand: {'; '.join(by_hand)}." if by_hand else ""),
         "Every CI run: struct pages hashed after fsdax map=dev rebinds on two threads in every "
-        "mode (slow, template, streaming, auto) and compared, under two preemption models. "
-        "Before a submission, also devdax align=2M and device-private (test_hmm).",
-        f"Before a submission: a soak of {soak.SHORT_CYCLES} bind/unbind cycles per device type with "
-        "CPU hotplug, injected allocation failures and kmemleak; 100 by hand.",
-        f"Before a submission: {len(selftests.FAST)} of the kernel's mm selftests on the debug "
-        f"kernel. By hand: all {len(selftests.SELFTESTS)} on base and series side by side.",
+        "mode (slow, template, streaming, auto) and compared, under both preemption models.",
     ]
+    if linux.long_guests_ported:
+        items += [
+            f"Before a submission: a soak of {soak.SHORT_CYCLES} bind/unbind cycles per device type "
+            "(fsdax map=dev, devdax align=2M, device-private through test_hmm) with struct pages "
+            "hashed and compared, CPU hotplug, injected allocation failures and kmemleak; 100 by hand.",
+            f"Before a submission: {len(selftests.FAST)} of the kernel's mm selftests on the debug "
+            f"kernel. By hand: all {len(selftests.SELFTESTS)} on base and series side by side.",
+        ]
     return "\n".join(fill(item, initial_indent="- ", subsequent_indent="  ") for item in items)
 
 
@@ -115,20 +132,29 @@ def fill(text: str, **kwargs: str) -> str:
     return textwrap.fill(text, WIDTH, break_on_hyphens=False, **kwargs)
 
 
-def blurb(source_package: str, source_version: str) -> str:
+def series_intro(doc: str, linux: Linux) -> str:
+    """What `linux`'s series does: the first paragraphs (with their lists) of its section."""
+    section, paragraphs = INTRO_SECTIONS[linux.version]
+    return intro(doc if not section else "\n" + doc_section(doc, section), paragraphs)
+
+
+def blurb(linux: Linux, source_version: str) -> str:
     doc = SERIES_DOC.read_text()
     upstream = source_version.split("-")[0]
+    questions = rewrap(doc_section(doc, "Open questions"))
+    if linux.version in OWN_QUESTIONS:
+        questions += "\n" + rewrap(doc_section(doc, OWN_QUESTIONS[linux.version]))
     parts = [
-        rewrap(intro(doc)),
+        rewrap(series_intro(doc, linux)),
         "Why\n---\n\n" + rewrap(doc_section(doc, "Why")),
         "Measured\n--------\n\n" + fill(
             "A userspace benchmark replays the kernel's memmap writes on the real CPU (the slow "
             "path's per-PFN sequence included); our guests run under QEMU's TCG, so their timings "
             "are functional only and are not quoted.")
         + "\n\n" + bench_table(bench_results.load_all()),
-        "How it is tested\n----------------\n\n" + how_tested(),
-        "Open questions\n--------------\n\n" + rewrap(doc_section(doc, "Open questions")),
-        fill(f"The base is Debian's {source_package} {source_version} (upstream v{upstream} "
+        "How it is tested\n----------------\n\n" + how_tested(linux),
+        "Open questions\n--------------\n\n" + questions,
+        fill(f"The base is Debian's {linux.source_package} {source_version} (upstream v{upstream} "
              "with Debian's patches), unpacked and committed as is; the base-commit below is "
              "that commit, the same on every machine with this package."),
     ]

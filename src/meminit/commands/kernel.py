@@ -37,7 +37,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def export_mail(out_dir: Path, sender: str, subject_prefix: str = "RFC PATCH",
+def export_mail(out_dir: Path, sender: str, subject_prefix: str | None = None,
                 linux: Linux = kernels.DEFAULT) -> mail.Mail:
     """The series as mail in out_dir from `sender`, checked as it will be sent: checkpatch
     --strict on every patch, and git am of the mbox onto the base giving the series."""
@@ -47,9 +47,9 @@ def export_mail(out_dir: Path, sender: str, subject_prefix: str = "RFC PATCH",
     if stale:
         raise MeminitError(f"{stale}: its hash is no base-commit anyone can recreate. Export your "
                            f"work, then `rm -rf {tree} && meminit tree --linux {linux.version}`")
-    blurb = cover_letter.blurb(linux.source_package, source.source_version(linux))
-    written = mail.write(tree, out_dir, cover_letter.SUBJECT, blurb, sender, subject_prefix,
-                         linux.patches / "changelog")
+    blurb = cover_letter.blurb(linux, source.source_version(linux))
+    written = mail.write(tree, out_dir, cover_letter.SUBJECTS[linux.version], blurb, sender,
+                         subject_prefix or linux.mail_prefix, linux.patches / "changelog")
     print(f"meminit: checking the mail as sent: checkpatch --strict, git am onto {source.BASE_TAG}",
           file=sys.stderr, flush=True)
     failures = checks.checkpatch(tree, written.patches)   # the files as sent: headers, changelog
@@ -80,8 +80,9 @@ def _register_source(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from", dest="sender", metavar="'NAME <ADDRESS>'",
                    help="--mbox: who sends the mail and signs off the patches (default: git config "
                         "user.name and user.email)")
-    p.add_argument("--subject-prefix", default="RFC PATCH",
-                   help="--mbox: the subjects' prefix (default 'RFC PATCH': the series is on 6.12, not mm)")
+    p.add_argument("--subject-prefix", default=None,
+                   help="--mbox: the subjects' prefix (default: 'PATCH' for 7.3, the series for mm; "
+                        "'RFC PATCH' for 6.12, its backport)")
     p.set_defaults(func=_cmd_export)
 
 
