@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from meminit import build, checks, deps, kconfig, kernels, ktap, paths, proc, source, tables, vm
+from meminit import build, checks, deps, kconfig, kernels, ktap, paths, proc, source, tables, units, vm
 from meminit.errors import MeminitError
 from meminit.kernels import Linux
 
@@ -395,6 +395,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("targets", nargs="*", metavar="TARGET",
                    help=f"KUnit: {', '.join(TARGETS)} (group 'kunit', the default); compile "
                         f"only: {', '.join(COMPILE_TARGETS)} (group 'compile'); 'all' for both")
-    p.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: number of CPUs)")
+    p.add_argument("-j", "--jobs", type=units.integer(), help="parallel jobs (default: number of CPUs)")
     kernels.add_option(p)
     p.set_defaults(func=_cmd_check_configs)

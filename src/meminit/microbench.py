@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from meminit import proc, results
+from meminit import proc, results, units
 from meminit.bench_render import plot, render_report
 from meminit.bench_stats import (STREAMING, add_clear_612, add_ratios, auto_rows, crossover, machine_limit,
                                  summarize, thread_scaling)
@@ -38,6 +38,12 @@ CLEAR_CASES = ("stosb-4K,stosb_desc-4K,php2M-4K,fz2M-256K,fz2M-2M,stosb-2M,stosb
                "stosq-1G,movnti-1G,avx512nt-2M,avx512nt-1G,clzero-2M,clzero-1G,memset-1G,"
                "stosb_nz-1G,avx512nt_nz-1G")
 FAULT_KINDS = "anon-4K,thp-2M,hugetlb-2M,hugetlb-1G"
+# what meminit-bench takes (bench/src): fill sizes in whole order-9 compounds of 64-byte records
+# (run.c), 1 to MAX_THREADS (bench.h) threads; the options keep the text, which the tool reads
+FILL_SIZE = units.size(multiple=32 * units.KIB)
+FILL_SIZES = units.as_text(units.listed(FILL_SIZE))
+THREADS = units.as_text(units.listed(units.integer(1, 64)))
+BYTES = units.as_text(units.size())
 
 # name -> (default, --quick value)
 PROFILES = {
@@ -239,22 +245,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="issue 14's sweep: slow, template, movntdq and the learning auto on the kernel's "
                         "chunks, 1 and 2 threads, every size/layout/dest, no clears or faults (about "
                         "25 minutes with the default sizes; bench/results/ summaries come from it)")
-    p.add_argument("--sizes", help="record-fill destination sizes, in bytes of memmap (default 4M,16M,64M,256M,1G; 4M is the memmap of one 256 MiB test_hmm chunk)")
-    p.add_argument("--reps", type=int, help="interleaved repetitions per case (default 7)")
-    p.add_argument("--threads", help="thread counts for the fills (default 1; the scaling section runs 1,2)")
+    p.add_argument("--sizes", type=FILL_SIZES, help="record-fill destination sizes, in bytes of memmap (default 4M,16M,64M,256M,1G; 4M is the memmap of one 256 MiB test_hmm chunk)")
+    p.add_argument("--reps", type=units.integer(), help="interleaved repetitions per case (default 7)")
+    p.add_argument("--threads", type=THREADS, help="thread counts for the fills (default 1; the scaling section runs 1,2)")
     p.add_argument("--split", help="how threads share a fill: even (one run per thread), chunked "
                                    "(threads pull --chunk sized chunks from a counter); default even")
-    p.add_argument("--chunk", help="chunk of the chunked split, in bytes of device memory (one 4 KiB "
-                                   "page per 64-byte record; rounded up to 512 pages); default 128M")
-    p.add_argument("--scale-sizes", dest="scale_sizes", help="scaling section: memmap sizes (default 1G)")
-    p.add_argument("--scale-threads", dest="scale_threads", help="scaling section: thread counts (default 1,2)")
+    p.add_argument("--chunk", type=BYTES,
+                   help="chunk of the chunked split, in bytes of device memory (one 4 KiB "
+                        "page per 64-byte record; rounded up to 512 pages); default 128M")
+    p.add_argument("--scale-sizes", dest="scale_sizes", type=FILL_SIZES, help="scaling section: memmap sizes (default 1G)")
+    p.add_argument("--scale-threads", dest="scale_threads", type=THREADS, help="scaling section: thread counts (default 1,2)")
     p.add_argument("--scale-layouts", dest="scale_layouts", help="scaling section: layouts (default o0,o9)")
     p.add_argument("--scale-fill", dest="scale_fill",
                    help="scaling section: strategies, cold, even and chunked split "
                         "(default slow,template,movntdq; 'none' skips the section)")
-    p.add_argument("--auto-altmap-min", dest="auto_altmap_min",
+    p.add_argument("--auto-altmap-min", dest="auto_altmap_min", type=BYTES,
                    help="auto-altmap streams from this memmap size on (default: the LLC size)")
-    p.add_argument("--auto-dram-min", dest="auto_dram_min",
+    p.add_argument("--auto-dram-min", dest="auto_dram_min", type=BYTES,
                    help="auto-dram streams from this memmap size on (default: 2 x the LLC size, as the kernel)")
     p.add_argument("--layouts", help="o0 (every record a head), o9 (order-9 compounds, head data "
                                      "after the tails), o9pre (first tail pre-composed); default o0,o9")
@@ -265,19 +272,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    "stosb_nz and avx512nt_nz store 0x5a: data-bandwidth probes)")
     p.add_argument("--clear-fault", dest="clear_fault", default="middle", choices=["first", "middle", "last"],
                    help="fault subpage of every folio for php2M/fz2M/fz1G clears (default middle)")
-    p.add_argument("--clear-size", dest="clear_size", help="bytes cleared per clear sample (default 1G)")
+    p.add_argument("--clear-size", dest="clear_size", type=BYTES, help="bytes cleared per clear sample (default 1G)")
     p.add_argument("--fault", help=f"demand-fault mappings (default {FAULT_KINDS}; 'none' to skip)")
-    p.add_argument("--fault-size", dest="fault_size", help="bytes faulted per sample (default 1G)")
-    p.add_argument("--min-bytes", dest="min_bytes",
+    p.add_argument("--fault-size", dest="fault_size", type=BYTES, help="bytes faulted per sample (default 1G)")
+    p.add_argument("--min-bytes", dest="min_bytes", type=BYTES,
                    help="timed bytes per fill sample: smaller destinations are filled several times "
                         "(each pass prepared afresh) (default 64M)")
-    p.add_argument("--movsb-block", default="4K", help="replicated block for rep movsb, order 0 (default 4K)")
+    p.add_argument("--movsb-block", default="4K", type=units.as_text(units.size(minimum=64)),
+                   help="replicated block for rep movsb, order 0, at least 64 (default 4K)")
     p.add_argument("--pgmap-type", default="fsdax", choices=["fsdax", "private", "coherent", "generic"],
                    help="dev_pagemap type (sets the head refcount: 0 for private/coherent)")
-    p.add_argument("--nice", type=int, default=0,
+    p.add_argument("--nice", type=units.integer(-20, 19, note="0: unchanged"), default=0,
                    help="niceness for the benchmark's own session/autogroup (e.g. -10 on a busy "
                         "shared machine; negative values need root)")
     p.add_argument("--out", help="result directory (default results/microbench-<UTC stamp>)")
     p.add_argument("--verify", action="store_true", help="only run the correctness check")
-    p.add_argument("--verify-size", default="4M", help="records size for --verify (default 4M)")
+    p.add_argument("--verify-size", default="4M", type=units.as_text(FILL_SIZE),
+                   help="records size for --verify, a multiple of 32K (default 4M)")
     p.set_defaults(func=run)

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import build, deps, kernels, results, selftest_results, source, vm
+from meminit import build, deps, kernels, results, selftest_results, source, units, vm
 from meminit.errors import MeminitError
 from meminit.kernels import Linux
 
@@ -264,10 +264,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     kernels.add_option(p)
     p.add_argument("--kernel", action="append", choices=["base", "series", "debug"],
                    help="kernel to run them on (repeatable; default: base and series)")
-    p.add_argument("--hugetlb-pages", type=int, default=HUGETLB_POOL_BYTES // HUGEPAGE_BYTES,
+    p.add_argument("--hugetlb-pages", type=units.integer(0, note="0: none"),
+                   default=HUGETLB_POOL_BYTES // HUGEPAGE_BYTES,
                    help="default-size huge pages reserved first (default: 256 MiB worth, "
-                        "as run_vmtests.sh)")
-    p.add_argument("-j", "--jobs", type=int, help="build jobs (default: CPUs)")
+                        "as run_vmtests.sh; 0: none)")
+    p.add_argument("-j", "--jobs", type=units.integer(), help="build jobs (default: CPUs)")
     p.add_argument("--accel", choices=["auto", "kvm", "tcg"], default="auto",
                    help="QEMU accelerator (default: KVM if a trial guest boots, else TCG)")
     p.set_defaults(func=_cmd_selftests)

@@ -7,17 +7,16 @@ import shlex
 import sys
 from pathlib import Path
 
-from meminit import build, kernels, package, paths, results, source, vm
+from meminit import build, kernels, package, paths, results, source, units, vm
 from meminit.errors import MeminitError
-from meminit.units import parse_size
 
 
 def add_guest_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--accel", choices=["auto", "kvm", "tcg"], default="auto",
                    help="QEMU accelerator (default: KVM if a trial guest boots, else TCG)")
-    p.add_argument("--cpus", type=int, default=2, help="guest CPUs (default 2)")
-    p.add_argument("--memory", type=parse_size, default=None,
-                   help="guest memory, e.g. 8G (default: what the scenario needs)")
+    p.add_argument("--cpus", type=units.integer(), default=2, help="guest CPUs (default 2)")
+    p.add_argument("--memory", type=units.size(multiple=units.MIB), default=None,
+                   help="guest memory, e.g. 8G, a multiple of 1M (default: what the scenario needs)")
     p.add_argument("--append", action="append", default=[], metavar="PARAM",
                    help="extra kernel parameter (repeatable)")
 
@@ -71,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     kernels.add_option(p)
     p.add_argument("--deb", type=Path, metavar="LINUX_IMAGE_DEB",
                    help="boot the kernel of a linux-image package (from `package`), its modules with it")
-    p.add_argument("--pmem-size", type=parse_size, default=None,
+    p.add_argument("--pmem-size", type=units.size(multiple=128 * units.MIB), default=None,
                    help="emulated pmem at 4G, e.g. 1G (multiple of 128M): raw namespace0.0 (default none)")
     p.add_argument("-c", "--command", default="uname -r", help="shell command to run in the guest")
     add_guest_options(p)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from meminit import build, checks, kernels, mail, paths, source
+from meminit import build, checks, kernels, mail, paths, source, units
 from meminit.commands import cover_letter
 from meminit.errors import MeminitError
 from meminit.kernels import Linux
@@ -97,7 +97,7 @@ def _register_build(sub: argparse._SubParsersAction) -> None:
     p.add_argument("variants", nargs="*", metavar="VARIANT",
                    help="base, series and/or debug (default: series)")
     kernels.add_option(p)
-    p.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: number of CPUs)")
+    p.add_argument("-j", "--jobs", type=units.integer(), help="parallel jobs (default: number of CPUs)")
     p.add_argument("--reset", action="store_true", help="discard unexported work in the kernel's tree")
     p.set_defaults(func=_cmd_build)
 
@@ -110,7 +110,7 @@ def _cmd_check_series(args: argparse.Namespace) -> int:
 def _register_checks(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check-series", help="build every prefix of the series, checkpatch, W=1")
     kernels.add_option(p)
-    p.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: 2)")
+    p.add_argument("-j", "--jobs", type=units.integer(), help="parallel jobs (default: 2)")
     p.add_argument("--touched-only", action="store_true",
                    help="per prefix compile only the files the series touched so far (W=1) and "
                         "build only the last prefix fully: what CI runs; the default builds "
