@@ -206,10 +206,16 @@ def test_the_cover_letter_quotes_the_docs_and_names_each_cpu(linux, version):
 
 
 def test_mailing_the_series_passes_checkpatch_and_git_am(kernel_trees, tmp_path):
-    assert kernel_trees.series == kernels.LTS.tree
-    if source.unreproducible_base(kernels.LTS.tree):
-        pytest.skip(f"{kernels.LTS.tree} was unpacked before the base commit's date was fixed")
-    written = kernel_commands.export_mail(tmp_path / "mail", SENDER)
-    assert len(written.patches) == len(source.read_series())
-    assert "linux-mm@kvack.org" in mail.header_value(written.cover.read_text(), "Cc")
+    """The series of the kernel under test (`meminit test --linux`) as mail: [PATCH] on 7.3,
+    [RFC PATCH] on the 6.12 backport; export_mail itself runs checkpatch and git am."""
+    linux = kernel_trees.linux
+    assert kernel_trees.series == linux.tree
+    if source.unreproducible_base(linux.tree, linux):
+        pytest.skip(f"{linux.tree} was unpacked before the base commit's date was fixed")
+    written = kernel_commands.export_mail(tmp_path / "mail", SENDER, linux=linux)
+    assert len(written.patches) == len(source.read_series(linux.patches))
+    cover = written.cover.read_text()
+    assert "linux-mm@kvack.org" in mail.header_value(cover, "Cc")
+    assert mail.header_value(cover, "Subject").startswith(f"[{linux.mail_prefix} 00/{len(written.patches)}] "
+                                                         f"{cover_letter.SUBJECTS[linux.version]}")
     assert all(SENDER in p.read_text() for p in written.patches)
