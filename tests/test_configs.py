@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from meminit import configs, ktap
+from meminit import configs, kernels, ktap
+
+
+def test_ci_runs_per_kernel_the_targets_only_it_can_show():
+    """What CI runs (group kunit) and what runs by hand, as README says: 6.12 the generic
+    clearing on arm64 and the non-vmemmap section lookup; 7.3 the head-pointer encoding."""
+    assert configs.groups(kernels.LTS)["kunit"] == ["um", "arm64", "x86_64-sparsemem"]
+    assert configs.groups(kernels.MAINLINE)["kunit"] == ["arm64", "x86_64"]
+    assert all(t.must_say == configs.POINTER_ENCODING for n, t in configs.MAINLINE_TARGETS.items() if t.in_ci)
+    assert len(configs.groups(kernels.MAINLINE)["all"]) == len(configs.MAINLINE_TARGETS)
 
 
 def test_groups_expand_and_the_default_is_the_kunit_targets():
