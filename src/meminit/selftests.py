@@ -230,9 +230,7 @@ def run(request: SelftestsRequest, jobs: int | None = None) -> tuple[Path, list[
     (run_dir / "table.txt").write_text(table + "\n")
     results.write_json(run_dir, {
         "kind": "selftests", "accel": accel, "hugetlb_pages": request.hugetlb_pages,
-        "kernels": {v: k.release for v, k in built.items()}, "linux": request.linux.version,
-        "source_version": source.source_version(request.linux),
-        "series_commit": source.series_commit(request.linux.tree),
+        "kernels": {v: k.release for v, k in built.items()}, **source.provenance(request.linux),
         "results": selftest_results.as_json(columns), "recheck": selftest_results.as_json(rechecked),
         "flaky": flaky, "problems": problems,
     })

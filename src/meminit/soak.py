@@ -324,8 +324,7 @@ def run(request: SoakRequest, jobs: int | None = None) -> SoakOutcome:
         "kind": "soak", "accel": accel, "kernel": kernel.release, "cycles": request.cycles,
         "pmem_size": units.format_size(request.pmem_size), "guest_cpus": request.cpus,
         "hotplug": outcome.hotplug, "fault_injection": request.inject,
-        "linux": request.linux.version, "source_version": source.source_version(request.linux),
-        "series_commit": source.series_commit(request.linux.tree),
+        **source.provenance(request.linux),
         "tolerances": {"memfree_kb": MEMFREE_TOLERANCE_KB, "sunreclaim_kb": SUNRECLAIM_TOLERANCE_KB,
                        "memmap_pages": MEMMAP_TOLERANCE_PAGES},
         "scenarios": [{**r.__dict__, "slowest": r.slowest.__dict__ if r.slowest else None}

@@ -246,6 +246,13 @@ def series_commit(tree: Path = kernels.DEFAULT.tree) -> str:
     return git(tree, "rev-parse", "HEAD").strip()
 
 
+def provenance(linux: Linux) -> dict[str, str]:
+    """What a run's result.json says of the kernel source it built: the kernel, its Debian
+    source package and version, and the series commit."""
+    return {"linux": linux.version, "source_package": linux.source_package,
+            "source_version": source_version(linux), "series_commit": series_commit(linux.tree)}
+
+
 def export_series(tree: Path = kernels.DEFAULT.tree, patch_dir: Path = kernels.DEFAULT.patches) -> list[Path]:
     """Write base..HEAD of the tree to patch_dir as format-patch files plus the series file."""
     if git(tree, "status", "--porcelain", "--untracked-files=no").strip():

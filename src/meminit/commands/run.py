@@ -31,8 +31,7 @@ def run(req: RunRequest) -> Path:
         "kind": "memmap", "host_cpu": hostinfo.cpu_model(), "accel": accel, "guest_cpus": req.cpus,
         "init_threads": req.init_threads,
         "guest_memory": units.format_size(max(memories)), "pmem_size": units.format_size(req.pmem_size),
-        "rebinds": req.rebinds, "linux": req.linux.version, "source_package": req.linux.source_package,
-        "source_version": source.source_version(req.linux), "series_commit": source.series_commit(req.linux.tree),
+        "rebinds": req.rebinds, **source.provenance(req.linux),
         "kernels": {v: k.release for v, k in built.items()}, "scenarios": [],
     }
     for scenario in chosen:
@@ -47,7 +46,8 @@ def run(req: RunRequest) -> Path:
 
 def request_from(args: argparse.Namespace) -> RunRequest:
     return RunRequest(
-        scenarios=args.scenario or [DEFAULT], kernels=args.kernels, linux=kernels.from_args(args), accel=args.accel, cpus=args.cpus,
+        scenarios=args.scenario or [DEFAULT], kernels=args.kernels, linux=kernels.from_args(args),
+        accel=args.accel, cpus=args.cpus,
         memory=args.memory, append=args.append, timeout=args.timeout, jobs=args.jobs,
         variants=args.variants, pmem_size=args.pmem_size, init_threads=args.init_threads,
         rebinds=args.rebinds, fork_vmas=args.fork_vmas, fork_seconds=args.fork_seconds,
