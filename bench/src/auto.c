@@ -51,6 +51,7 @@
 static struct auto_stats stats;
 unsigned long auto_probe_min = AUTO_PROBE_RECORDS;
 unsigned long auto_probe_lead = AUTO_PROBE_RECORDS;
+unsigned long auto_probe_late;	/* 0: as auto_probe_min */
 /* the round of the highest chunk so far: chunk << 1 | streaming won; -1 none */
 static _Atomic long verdict = -1;
 
@@ -71,11 +72,12 @@ int auto_probe_chunk(unsigned long chunk, int learned)
 	return !(chunk & (chunk - 1)) && !(chunk == 1 && learned);
 }
 
-unsigned long auto_probe_records(unsigned int order)
+unsigned long auto_probe_records(unsigned int order, unsigned long chunk)
 {
 	unsigned long unit = 1UL << order;
+	unsigned long want = chunk >= 2 && auto_probe_late ? auto_probe_late : auto_probe_min;
 
-	return (auto_probe_min + unit - 1) / unit * unit;
+	return (want + unit - 1) / unit * unit;
 }
 
 static unsigned long auto_lead_records(unsigned int order)
@@ -85,9 +87,9 @@ static unsigned long auto_lead_records(unsigned int order)
 	return (auto_probe_lead + unit - 1) / unit * unit;
 }
 
-unsigned long auto_round_records(unsigned int order)
+unsigned long auto_round_records(unsigned int order, unsigned long chunk)
 {
-	return auto_lead_records(order) + AUTO_PIECES * auto_probe_records(order);
+	return auto_lead_records(order) + AUTO_PIECES * auto_probe_records(order, chunk);
 }
 
 int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2])
@@ -135,13 +137,13 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 		     uint64_t (*clock)(void))
 {
 	static const int stream_piece[AUTO_PIECES] = { 0, 0, 1, 1 };
-	unsigned long probe = auto_probe_records(chunk->order);
+	unsigned long probe = auto_probe_records(chunk->order, idx);
 	unsigned long lead = auto_lead_records(chunk->order);
 	struct fill_job j = *chunk;
 	long v = atomic_load_explicit(&verdict, memory_order_relaxed);
 	int s;
 
-	if (auto_probe_chunk(idx, v >= 0) && j.nr_pages >= auto_round_records(j.order)) {
+	if (auto_probe_chunk(idx, v >= 0) && j.nr_pages >= auto_round_records(j.order, idx)) {
 		uint64_t ns[2][2];
 		struct fill_job piece = j;
 		int pieces;

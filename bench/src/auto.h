@@ -23,6 +23,8 @@ struct auto_fns {
 extern unsigned long auto_probe_min;
 /* --auto-lead: struct pages initialised untimed before each timed piece */
 extern unsigned long auto_probe_lead;
+/* --auto-probe-late: struct pages per piece in the rounds of chunk 2 on (0: as the first) */
+extern unsigned long auto_probe_late;
 
 /* What auto did in the fills since auto_reset(), over all threads. */
 struct auto_stats {
@@ -41,9 +43,9 @@ struct auto_stats {
 
 /* whether chunk starts with a round; learned: a round has published a verdict */
 int auto_probe_chunk(unsigned long chunk, int learned);
-unsigned long auto_probe_records(unsigned int order);
+unsigned long auto_probe_records(unsigned int order, unsigned long chunk);
 /* records a probe round writes: the lead-in and the pieces */
-unsigned long auto_round_records(unsigned int order);
+unsigned long auto_round_records(unsigned int order, unsigned long chunk);
 int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2]);
 /* whether the round ends after piece (0-3) with the times so far */
 int auto_round_decided(int piece, const uint64_t ns[2][2]);

@@ -99,7 +99,8 @@ int parse_opts(int argc, char **argv, struct opts *o)
 		{ "bug", 1, 0, 'b' }, { "min-bytes", 1, 0, 'M' }, { "split", 1, 0, 'x' },
 		{ "chunk", 1, 0, 'k' }, { "auto-altmap-min", 1, 0, 'A' },
 		{ "auto-dram-min", 1, 0, 'D' }, { "clear-fault", 1, 0, 'q' },
-		{ "auto-probe", 1, 0, 'P' }, { "auto-lead", 1, 0, 'L' }, { 0, 0, 0, 0 },
+		{ "auto-probe", 1, 0, 'P' }, { "auto-lead", 1, 0, 'L' },
+		{ "auto-probe-late", 1, 0, 'T' }, { 0, 0, 0, 0 },
 	};
 	int c;
 
@@ -125,6 +126,7 @@ int parse_opts(int argc, char **argv, struct opts *o)
 		case 'A': o->auto_altmap_min = parse_size(optarg); break;
 		case 'D': o->auto_dram_min = parse_size(optarg); break;
 		case 'L': auto_probe_lead = strtoul(optarg, NULL, 0); break;
+		case 'T': auto_probe_late = strtoul(optarg, NULL, 0); break;
 		case 'P':
 			auto_probe_min = strtoul(optarg, NULL, 0);
 			if (!auto_probe_min)

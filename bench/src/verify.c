@@ -143,7 +143,7 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 		 * switching between chunks; where none fits, the range is too small
 		 * to learn from and must be template only.
 		 */
-		learns = chunk_pages >= auto_round_records(order);
+		learns = chunk_pages >= auto_round_records(order, 0);
 		if (!learns)
 			right = !a.rounds && !a.streamed;
 		else if (flip == 2)
