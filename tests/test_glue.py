@@ -145,12 +145,35 @@ def test_boot_fails_when_the_script_never_ran(fake_vng):
         fake_vng("no-script", script="true")
 
 
-def test_the_boot_command_prints_what_the_guest_command_printed(fake_vng, tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def built_series(tmp_path, monkeypatch):
+    """A series kernel whose image exists; `build.build` records what it was asked to bring up to
+    date (the list it returns)."""
     kernel = build.Kernel("series", tmp_path, tmp_path / "out")
     kernel.image.parent.mkdir(parents=True)
     kernel.image.write_bytes(b"")
     monkeypatch.setattr(source, "prepare_trees", lambda *a, **k: source.Trees(series=tmp_path, base=tmp_path))
     monkeypatch.setattr(build, "kernel_for", lambda variant, trees: kernel)
+    rebuilt: list[build.Kernel] = []
+    monkeypatch.setattr(build, "build", lambda k, jobs=None: rebuilt.append(k) or 0.0)
+    return rebuilt
+
+
+def test_the_boot_command_rebuilds_a_stale_image_before_booting(built_series, fake_vng, tmp_path, monkeypatch):
+    """The image exists, the tree is newer: boot must run the incremental build first (a boot
+    that trusted the old image booted the kernel from before a committed change)."""
+    (tmp_path / "mm.c").write_text("changed after the image was built")
+    booted = []
+    monkeypatch.setattr(vm, "boot", lambda spec, run_dir, accel: booted.append(list(built_series))
+                        or vm.BootResult(tmp_path / "c", tmp_path / "d", exit_code=0, seconds=0.0))
+    monkeypatch.setattr(results, "new_run_dir", lambda kind: tmp_path / "run")
+    (tmp_path / "run").mkdir()
+    assert cli.main(["boot", "series", "--accel", "tcg"]) == 0
+    assert booted == [[build.Kernel("series", tmp_path, tmp_path / "out")]]
+
+
+def test_the_boot_command_prints_what_the_guest_command_printed(built_series, fake_vng, tmp_path, monkeypatch,
+                                                                 capsys):
     monkeypatch.setattr(results, "new_run_dir", lambda kind: tmp_path / "run")
     monkeypatch.setenv("FAKE_VNG_MODE", "ok")
     (tmp_path / "run").mkdir()

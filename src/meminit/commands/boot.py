@@ -22,13 +22,14 @@ def add_guest_options(p: argparse.ArgumentParser) -> None:
 
 
 def _kernel_to_boot(args: argparse.Namespace, run_dir: Path) -> tuple[Path, str]:
-    """The image to boot and its name: a built variant (built first if need be) or the
-    kernel of a linux-image package, unpacked with its modules into the run's directory."""
+    """The image to boot and its name: a built variant or the kernel of a linux-image package,
+    unpacked with its modules into the run's directory. A built variant is always brought up to
+    date first (kbuild's incremental build: seconds when nothing changed), so that a change
+    committed in the tree or a config fragment is what boots, never the image built before it."""
     if args.deb is not None:
         return package.unpack_image(args.deb, run_dir / "image")
     kernel = build.kernel_for(args.variant or "series", source.prepare_trees(kernels.from_args(args)))
-    if not kernel.image.exists():
-        build.build(kernel)
+    build.build(kernel)
     return kernel.image, kernel.variant
 
 
@@ -66,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "results directory (the one place the guest may write; the rest of the host is "
                     "read-only), with $MEMINIT naming this checkout's ./meminit.")
     p.add_argument("variant", nargs="?", choices=["base", "series", "debug"],
-                   help="the built kernel to boot (default series; built first if need be)")
+                   help="the built kernel to boot (default series; brought up to date by an incremental build first)")
     kernels.add_option(p)
     p.add_argument("--deb", type=Path, metavar="LINUX_IMAGE_DEB",
                    help="boot the kernel of a linux-image package (from `package`), its modules with it")
