@@ -5,18 +5,18 @@ from __future__ import annotations
 from meminit import configs, kernels, ktap
 
 
-def test_ci_runs_per_kernel_the_targets_only_it_can_show():
-    """What CI runs (group kunit) and what runs by hand, as README says: 6.12 the generic
-    clearing on arm64 and the non-vmemmap section lookup; 7.3 the head-pointer encoding."""
+def test_the_default_group_has_per_kernel_the_targets_only_it_can_show():
+    """check-configs' default (group kunit) and what runs by name, as README says: 6.12 the
+    generic clearing on arm64 and the non-vmemmap section lookup; 7.3 the head-pointer encoding."""
     assert configs.groups(kernels.LTS)["kunit"] == ["um", "arm64", "x86_64-sparsemem"]
     assert configs.groups(kernels.MAINLINE)["kunit"] == ["arm64", "x86_64"]
-    assert all(t.must_say == configs.POINTER_ENCODING for n, t in configs.MAINLINE_TARGETS.items() if t.in_ci)
+    assert all(t.must_say == configs.POINTER_ENCODING for n, t in configs.MAINLINE_TARGETS.items() if t.in_kunit_group)
     assert len(configs.groups(kernels.MAINLINE)["all"]) == len(configs.MAINLINE_TARGETS)
 
 
 def test_groups_expand_and_the_default_is_the_kunit_targets():
-    ci = [n for n, t in configs.TARGETS.items() if t.in_ci]
-    assert configs.expand_targets([]) == ci and "x86_64-kasan" not in ci
+    grouped = [n for n, t in configs.TARGETS.items() if t.in_kunit_group]
+    assert configs.expand_targets([]) == grouped and "x86_64-kasan" not in grouped
     assert configs.expand_targets(["compile"]) == list(configs.COMPILE_TARGETS)
     assert configs.expand_targets(["um", "all"])[0] == "um"
     assert len(configs.expand_targets(["all", "um"])) == len(configs.TARGETS) + len(configs.COMPILE_TARGETS)

@@ -54,7 +54,7 @@ class KunitTarget:
     must_pass: tuple[str, ...] = ()
     # a line the suites must print: what the target exists to run, e.g. an encoding
     must_say: str = ""
-    in_ci: bool = True  # in group `kunit`, which CI runs; the rest by hand (README says why)
+    in_kunit_group: bool = True  # check-configs' default group; the rest by name or in `all`
     linux: Linux = kernels.LTS
 
     @property
@@ -90,7 +90,7 @@ TARGETS = {
         suites=("memcpy_nontemporal", "clear_pages", "folio_zero_user"),
         packages={"qemu-system-x86": "/usr/bin/qemu-system-i386"},
         # more than the 896 MiB of lowmem, so GFP_HIGHUSER folios come from highmem
-        qemu_args=("-m 2048", "-smp 2"), in_ci=False),
+        qemu_args=("-m 2048", "-smp 2"), in_kunit_group=False),
     "x86_64-sparsemem": KunitTarget(
         name="x86_64-sparsemem", arch="x86_64",
         suites=("memcpy_nontemporal", "clear_pages", "folio_zero_user"),
@@ -108,7 +108,7 @@ TARGETS = {
         suites=("memcpy_nontemporal", "zone_device_memmap", "clear_pages", "folio_zero_user"),
         packages={"qemu-system-x86": "/usr/bin/qemu-system-x86_64"},
         qemu_args=("-m 3072", "-smp 2"),
-        fallback_reason="the fast memmap init is off under KASAN/KMSAN", in_ci=False),
+        fallback_reason="the fast memmap init is off under KASAN/KMSAN", in_kunit_group=False),
 }
 
 # On 7.3 the clearing suites are upstream's; what runs is ours: the generic and the x86
@@ -117,7 +117,7 @@ TARGETS = {
 # where the debug kernel of the test command has the mask.
 POINTER_ENCODING = "compound tails hold a head pointer"
 MAINLINE_TARGETS = {
-    "um": KunitTarget(name="um", arch="um", suites=("memcpy_nontemporal",), linux=kernels.MAINLINE, in_ci=False),
+    "um": KunitTarget(name="um", arch="um", suites=("memcpy_nontemporal",), linux=kernels.MAINLINE, in_kunit_group=False),
     "arm64": KunitTarget(
         name="arm64", arch="arm64", suites=("memcpy_nontemporal", "zone_device_memmap"),
         cross_compile="aarch64-linux-gnu-",
@@ -127,7 +127,7 @@ MAINLINE_TARGETS = {
     "i386": KunitTarget(
         name="i386", arch="i386", suites=("memcpy_nontemporal",),
         packages={"qemu-system-x86": "/usr/bin/qemu-system-i386"},
-        qemu_args=("-m 2048", "-smp 2"), linux=kernels.MAINLINE, in_ci=False),
+        qemu_args=("-m 2048", "-smp 2"), linux=kernels.MAINLINE, in_kunit_group=False),
     "x86_64": KunitTarget(
         name="x86_64", arch="x86_64", suites=("memcpy_nontemporal", "zone_device_memmap"),
         packages={"qemu-system-x86": "/usr/bin/qemu-system-x86_64"},
@@ -370,7 +370,7 @@ def check_configs(names: list[str], jobs: int | None = None, linux: Linux = kern
 
 def groups(linux: Linux = kernels.LTS) -> dict[str, list[str]]:
     targets, compile_targets = TARGETS_BY_KERNEL[linux.version], COMPILE_TARGETS_BY_KERNEL[linux.version]
-    return {"kunit": [n for n, t in targets.items() if t.in_ci], "compile": list(compile_targets),
+    return {"kunit": [n for n, t in targets.items() if t.in_kunit_group], "compile": list(compile_targets),
             "all": [*targets, *compile_targets]}
 
 

@@ -98,8 +98,9 @@ def how_tested(linux: Linux = kernels.DEFAULT) -> str:
     suites = ktap.required_suites(linux)
     kunit_targets = configs.TARGETS_BY_KERNEL[linux.version]
     compile_targets = configs.COMPILE_TARGETS_BY_KERNEL[linux.version]
-    targets = {ci: "; ".join(f"{n} ({', '.join(t.suites)})" for n, t in kunit_targets.items() if t.in_ci == ci)
-               for ci in (True, False)}
+    targets = {grouped: "; ".join(f"{n} ({', '.join(t.suites)})" for n, t in kunit_targets.items()
+                                  if t.in_kunit_group == grouped)
+               for grouped in (True, False)}
     by_hand = [f"KUnit through kunit.py on {targets[False]}"] if targets[False] else []
     if compile_targets:
         by_hand.append(f"W=1 compiles of the touched files under {', '.join(compile_targets)}")
@@ -111,7 +112,7 @@ def how_tested(linux: Linux = kernels.DEFAULT) -> str:
         "PROVE_LOCKING, PREEMPT full, DEBUG_PAGE_REF, 2 NUMA nodes with the pmem on the node "
         f"without CPUs, booted again with preempt={linux.other_preempt}; a fast-path case that "
         "skips there fails the run.",
-        f"Every CI run: KUnit through kunit.py on {targets[True]}."
+        f"Before a submission: KUnit through kunit.py on {targets[True]}."
         + (f" By hand: {'; '.join(by_hand)}." if by_hand else ""),
         "Every CI run: struct pages hashed after fsdax map=dev rebinds on two threads in every "
         "mode (slow, template, streaming, auto) and compared, under both preemption models.",
