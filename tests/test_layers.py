@@ -15,7 +15,7 @@ MAX_LINES = 400
 LAYERS = {
     "primitives": {"errors", "paths", "units", "proc", "tables", "stats", "plotting", "results",
                    "hostinfo", "deps", "kernels"},
-    "libraries": {"source", "kconfig", "build", "checks", "vm", "ktap", "selftest_results", "benchbin",
+    "libraries": {"source", "kconfig", "build", "checks", "compile_checks", "vm", "ktap", "selftest_results", "benchbin",
                   "bench_stats", "bench_render", "auto_replay", "hugetlb", "memmap_log", "forkbench", "maple_harness", "mail",
                   "devices", "host_measure"},
     "scenarios": {"scenarios", "scenarios.base", "scenarios.memmap", "scenarios.fork",

@@ -8,19 +8,13 @@ their tails (no DAX vmemmap deduplication); and x86-32 with PAE and HIGHMEM, whe
 folio_zero_user() clears highmem folios page by page through kmap; and x86-64 with SPARSEMEM
 but no virtual memmap, where the 1 GiB folio's struct pages are reached section by section
 through nth_page(). The console is parsed with the
-kernel's own `kunit.py parse`, like the test command's boot.
-
-Compile targets boot nothing: the directories the series touches are compiled with W=1
-under configs our KUnit targets do not cover (Debian's own amd64 config, allnoconfig
-plus ZONE_DEVICE, allmodconfig with its sanitisers, KMSAN with clang, riscv64), failing on an error or on
-a warning in a line the series adds, and reporting which touched files each config
-compiles.
+kernel's own `kunit.py parse`, like the test command's boot. The compile targets, which
+boot nothing, are compile_checks'.
 """
 
 from __future__ import annotations
 
 import argparse
-import lzma
 import os
 import sys
 import threading
@@ -28,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from meminit import build, checks, deps, kconfig, kernels, ktap, paths, proc, source, tables, units, vm
+from meminit import compile_checks, deps, kernels, ktap, paths, proc, source, units, vm
 from meminit.errors import MeminitError
 from meminit.kernels import Linux
 
@@ -136,146 +130,6 @@ MAINLINE_TARGETS = {
 TARGETS_BY_KERNEL = {kernels.LTS.version: TARGETS, kernels.MAINLINE.version: MAINLINE_TARGETS}
 
 
-COMPILE_CONFIG_DIR = paths.CONFIG_DIR / "compile"
-DEBIAN_AMD64_CONFIG = Path("/usr/src/linux-config-6.12/config.amd64_none_amd64.xz")
-
-
-@dataclass(frozen=True)
-class CompileTarget:
-    """A config under which the touched directories are compiled (W=1), nothing booted.
-
-    `base` is what `make` starts from (allnoconfig, allmodconfig, defconfig) or a config
-    file (xz-compressed ones too); config/compile/NAME.config, if any, is laid over it and
-    every option it sets must survive olddefconfig."""
-
-    name: str
-    arch: str  # make's ARCH
-    base: str | Path
-    cross_compile: str = ""
-    llvm: str = ""  # clang and LLVM's tools instead of gcc: make's LLVM= version suffix, e.g. "-16"
-    packages: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def compiler(self) -> str:
-        return f"clang{self.llvm}" if self.llvm else f"{self.cross_compile}gcc"
-
-    @property
-    def fragment(self) -> Path:
-        return COMPILE_CONFIG_DIR / f"{self.name}.config"
-
-    @property
-    def build_dir(self) -> Path:
-        return paths.BUILD_ROOT / f"compile-{self.name}"
-
-    @property
-    def srcarch(self) -> str:
-        return "x86" if self.arch in ("x86_64", "i386") else self.arch
-
-
-COMPILE_TARGETS = {
-    "debian-amd64": CompileTarget("debian-amd64", "x86_64", DEBIAN_AMD64_CONFIG,
-                                  packages={"linux-config-6.12": str(DEBIAN_AMD64_CONFIG)}),
-    "allnoconfig-zone-device": CompileTarget("allnoconfig-zone-device", "x86_64", "allnoconfig"),
-    "allmodconfig": CompileTarget("allmodconfig", "x86_64", "allmodconfig"),
-    "riscv64": CompileTarget("riscv64", "riscv", "defconfig", cross_compile="riscv64-linux-gnu-",
-                             packages={"gcc-riscv64-linux-gnu": "/usr/bin/riscv64-linux-gnu-gcc"}),
-    # KMSAN needs clang: bookworm's clang-16, with LLVM's linker and binutils
-    "kmsan": CompileTarget("kmsan", "x86_64", "defconfig", llvm="-16",
-                           packages={"clang-16": "/usr/bin/clang-16", "lld-16": "/usr/bin/ld.lld-16",
-                                     "llvm-16": "/usr/bin/llvm-ar-16"}),
-}
-
-
-# 7.3's compile targets are not ported yet (issue 34)
-COMPILE_TARGETS_BY_KERNEL = {kernels.LTS.version: COMPILE_TARGETS, kernels.MAINLINE.version: {}}
-
-
-def touched_dirs(objects: list[str], srcarch: str) -> list[str]:
-    """Directories of the touched objects, other architectures' left out."""
-    dirs = {str(Path(o).parent) for o in objects}
-    return sorted(d for d in dirs if not d.startswith("arch/") or d.startswith(f"arch/{srcarch}/"))
-
-
-def _make(target: CompileTarget, tree: Path, jobs: int, args: list[str]) -> list[str]:
-    toolchain = [f"LLVM={target.llvm}"] if target.llvm else [f"CROSS_COMPILE={target.cross_compile}"]
-    return ["make", "-C", str(tree), f"O={target.build_dir}", f"-j{jobs}", f"ARCH={target.arch}",
-            *toolchain, f"CC=ccache {target.compiler}", *args]
-
-
-def configure_compile(target: CompileTarget, tree: Path, jobs: int) -> None:
-    """Write the target's .config; fails naming every fragment option olddefconfig dropped."""
-    out = target.build_dir
-    out.mkdir(parents=True, exist_ok=True)
-    fragment = target.fragment if target.fragment.exists() else None
-    kernel = build.Kernel(target.name, tree, out)
-
-    def make_config(step: str, *args: str) -> None:
-        build.run_make(kernel, _make(target, tree, jobs, list(args)), out / f"configure-{step}.log",
-                       f"{target.name}: {step}")
-
-    if isinstance(target.base, Path):
-        opener = lzma.open if target.base.suffix == ".xz" else open
-        with opener(target.base, "rt") as config:
-            text = config.read()
-        (out / ".config").write_text(text + (fragment.read_text() if fragment else ""))
-        make_config("olddefconfig", "olddefconfig")
-    elif target.base in ("allnoconfig", "allmodconfig"):
-        allconfig = [f"KCONFIG_ALLCONFIG={fragment}"] if fragment else []
-        make_config(target.base, *allconfig, target.base)
-    else:
-        make_config(target.base, target.base)
-        if fragment:
-            with (out / ".config").open("a") as config:
-                config.write(fragment.read_text())
-            make_config("olddefconfig", "olddefconfig")
-    if fragment:
-        final = kconfig.parse_config((out / ".config").read_text())
-        dropped = kconfig.dropped_options(kconfig.parse_config(fragment.read_text()), final)
-        if dropped:
-            raise MeminitError(f"{target.name}: {fragment} options did not survive: {', '.join(dropped)}")
-
-
-@dataclass
-class CompileResult:
-    target: str
-    compiled: list[str]  # touched files compiled under this config
-    not_selected: list[str]  # touched files of the compiled directories the config leaves out
-    warnings: list[str]  # W=1 warnings on lines the series adds
-    seconds: float
-
-
-def compile_target(target: CompileTarget, tree: Path, jobs: int) -> CompileResult:
-    deps.ensure({**deps.KERNEL_BUILD, **target.packages})
-    start = time.monotonic()
-    configure_compile(target, tree, jobs)
-    rev_range = f"{source.BASE_TAG}..HEAD"
-    touched = checks.touched_objects(tree, rev_range)
-    dirs = touched_dirs(touched, target.srcarch)
-    objects = [o for o in touched if str(Path(o).parent) in dirs]
-    for obj in objects:  # W=1 on an object already built would not recompile it
-        (target.build_dir / obj).unlink(missing_ok=True)
-    log = target.build_dir / "compile.log"
-    print(f"meminit: {target.name}: compiling {', '.join(d + '/' for d in dirs)} with W=1; log: {log}",
-          file=sys.stderr, flush=True)
-    build.run_make(build.Kernel(target.name, tree, target.build_dir),
-                   _make(target, tree, jobs, ["W=1", *(d + "/" for d in dirs)]), log,
-                   f"{target.name}: W=1 compile")
-    warnings = checks.new_warnings(log.read_text(errors="replace"), checks.added_lines(tree, rev_range))
-    compiled = [o for o in objects if (target.build_dir / o).exists()]
-    return CompileResult(target.name, compiled, [o for o in objects if o not in compiled],
-                         [f"{target.name}: {w}" for w in warnings], time.monotonic() - start)
-
-
-def compile_matrix(results: list[CompileResult]) -> str:
-    """Touched file x config: compiled (W=1 clean on added lines) or not selected."""
-    files = sorted({f for r in results for f in r.compiled + r.not_selected})
-    header = ["touched file", *(r.target for r in results)]
-    rows = [[f, *("built" if f in r.compiled else "not selected" if f in r.not_selected else "-"
-                  for r in results)] for f in files]
-    rows.append(["seconds", *(f"{r.seconds:.0f}" for r in results)])
-    return tables.render_table(header, rows)
-
-
 def kunit_command(target: KunitTarget, tree: Path, jobs: int) -> list[str]:
     cmd = [sys.executable, str(tree / "tools/testing/kunit/kunit.py"), "run",
            f"--arch={target.arch}", f"--kunitconfig={target.kunitconfig}",
@@ -336,26 +190,26 @@ def check(target: KunitTarget, report: ktap.KunitReport, log_text: str = "") -> 
 
 
 def check_configs(names: list[str], jobs: int | None = None, linux: Linux = kernels.LTS) -> None:
-    targets, compile_targets = TARGETS_BY_KERNEL[linux.version], COMPILE_TARGETS_BY_KERNEL[linux.version]
+    targets = TARGETS_BY_KERNEL[linux.version]
+    compile_targets = compile_checks.COMPILE_TARGETS_BY_KERNEL[linux.version]
     unknown = [n for n in names if n not in targets and n not in compile_targets]
     if unknown:
         raise MeminitError(f"unknown target {', '.join(unknown)} on Linux {linux.version}: choose "
-                           f"from {', '.join([*targets, *compile_targets])}"
-                           + ("" if compile_targets else " (its compile targets are not ported yet)"))
+                           f"from {', '.join([*targets, *compile_targets])}")
     tree = source.prepare_trees(linux).series
     jobs = jobs or os.cpu_count() or 1
     problems: list[str] = []
-    compiled: list[CompileResult] = []
-    for name in (n for n in names if n in COMPILE_TARGETS):
+    compiled: list[compile_checks.CompileResult] = []
+    for name in (n for n in names if n in compile_targets):
         try:
-            result = compile_target(COMPILE_TARGETS[name], tree, jobs)
+            result = compile_checks.compile_target(compile_targets[name], tree, jobs)
         except MeminitError as error:  # the other configs still tell what they can
             problems.append(f"{name}: {error}")
             continue
         compiled.append(result)
         problems += result.warnings
     if compiled:
-        print(compile_matrix(compiled))
+        print(compile_checks.compile_matrix(compiled))
     for name in (n for n in names if n in targets):
         target = targets[name]
         report = run_target(target, tree, jobs)
@@ -369,7 +223,8 @@ def check_configs(names: list[str], jobs: int | None = None, linux: Linux = kern
 
 
 def groups(linux: Linux = kernels.LTS) -> dict[str, list[str]]:
-    targets, compile_targets = TARGETS_BY_KERNEL[linux.version], COMPILE_TARGETS_BY_KERNEL[linux.version]
+    targets = TARGETS_BY_KERNEL[linux.version]
+    compile_targets = compile_checks.COMPILE_TARGETS_BY_KERNEL[linux.version]
     return {"kunit": [n for n, t in targets.items() if t.in_kunit_group], "compile": list(compile_targets),
             "all": [*targets, *compile_targets]}
 
@@ -394,7 +249,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                             "directories under Debian's config, allnoconfig, allmodconfig, riscv64")
     p.add_argument("targets", nargs="*", metavar="TARGET",
                    help=f"KUnit: {', '.join(TARGETS)} (group 'kunit', the default); compile "
-                        f"only: {', '.join(COMPILE_TARGETS)} (group 'compile'); 'all' for both")
+                        f"only: {', '.join(compile_checks.COMPILE_TARGETS)} (group 'compile'); 'all' for both")
     p.add_argument("-j", "--jobs", type=units.integer(), help="parallel jobs (default: number of CPUs)")
     kernels.add_option(p)
     p.set_defaults(func=_cmd_check_configs)

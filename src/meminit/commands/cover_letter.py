@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import textwrap
 
-from meminit import bench_results, configs, kernels, ktap, paths, selftests, soak, tables, units
+from meminit import bench_results, compile_checks, configs, kernels, ktap, paths, selftests, soak, tables, units
 from meminit.errors import MeminitError
 from meminit.kernels import Linux
 
@@ -97,7 +97,7 @@ def how_tested(linux: Linux = kernels.DEFAULT) -> str:
     code and .ci/run, not a claim about one run)."""
     suites = ktap.required_suites(linux)
     kunit_targets = configs.TARGETS_BY_KERNEL[linux.version]
-    compile_targets = configs.COMPILE_TARGETS_BY_KERNEL[linux.version]
+    compile_targets = compile_checks.COMPILE_TARGETS_BY_KERNEL[linux.version]
     targets = {grouped: "; ".join(f"{n} ({', '.join(t.suites)})" for n, t in kunit_targets.items()
                                   if t.in_kunit_group == grouped)
                for grouped in (True, False)}
