@@ -144,7 +144,7 @@ def auto_bar(autos: list[dict]) -> str:
             f"bar met in {len(autos) - misses}/{len(autos)} configurations ({noise} within noise)")
 
 
-def headline(rows: list[dict], limit: dict) -> str:
+def headline(rows: list[dict], limit: dict | None) -> str:
     """The answers the issue asks for, computed from this run."""
     out = []
     for name, what in (("zero", "zeros"), ("data", "non-zero data")):

@@ -163,7 +163,7 @@ def cpu_table(summaries: list[dict]) -> str:
                     cells.append(" / ".join(f"{v['median']:.1f}" if v else "-" for v in vals))
                 if any(c.strip("-/ ") for c in cells):
                     out.append(f"| {layout} | {dest} | " + " | ".join(cells) + " |")
-        big = sizes[-1] if sizes else None
+        big = sizes[-1] if sizes else 0  # no size: nothing scaled
         scale = []
         for layout in sorted({r["layout"] for r in s["rows"]}):
             for st in TABLE_STRATEGIES:
@@ -236,11 +236,11 @@ def _cmd(args: argparse.Namespace) -> int:
             summary["model"] = summary["model"] or args.model
             summary["slug"] = slug(summary["cpu_model"], summary["family"], summary["model"])
         else:
-            table = path / "table.txt" if path.is_dir() else path
+            table_file = path / "table.txt" if path.is_dir() else path
             if not (args.cpu_model and args.date):
                 raise MeminitError("a run without result.json needs --cpu-model and --date")
-            summary = from_table_text(table.read_text(), args.cpu_model, args.family, args.model,
-                                      args.date, args.source or str(table), args.note or "")
+            summary = from_table_text(table_file.read_text(), args.cpu_model, args.family, args.model,
+                                      args.date, args.source or str(table_file), args.note or "")
         print(f"meminit: {save(summary)}: {len(summary['rows'])} cases of {summary['cpu_model']}")
         return 0
     table = cpu_table(load_all())

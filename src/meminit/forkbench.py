@@ -13,6 +13,7 @@ import os
 import shlex
 import statistics
 from pathlib import Path
+from typing import Any
 
 from meminit import deps, paths, plotting, proc
 from meminit.errors import MeminitError
@@ -94,7 +95,7 @@ def summarize_forks(rows: list[dict]) -> list[dict]:
     by_n: dict[int, list[dict]] = {}
     for row in rows:
         by_n.setdefault(int(row["vmas"]), []).append(row)
-    out = []
+    out: list[dict[str, Any]] = []
     for n in sorted(by_n):
         fps = [float(r["forks_per_sec"]) for r in by_n[n]]
         med, lo, hi = median_range(fps)

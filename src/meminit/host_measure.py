@@ -61,7 +61,7 @@ class KernelLog:
 
     def read_new(self) -> list[str]:
         """The messages logged since the last call, one per line."""
-        lines = []
+        lines: list[str] = []
         while True:
             try:
                 record = os.read(self.fd, 8192)
@@ -135,7 +135,7 @@ def dynamic_debug_lines(control: str) -> list[int]:
 class Settings:
     """What was changed, to be put back: each entry undoes one change."""
 
-    undo: list[tuple[str, Callable[[], None]]] = field(default_factory=list)
+    undo: list[tuple[str, Callable[[], object]]] = field(default_factory=list)
 
     def restore(self) -> list[str]:
         """Undo every change, newest first; the failures, each named."""

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     loads["after_maple_copy"] = hostinfo.loadavg()
 
     # 3. optional: forkbench on the host kernel
-    fork_result = None
+    fork_result: dict | None = None
     if args.fork_seconds > 0:
         binary = forkbench.build_forkbench()
         fcmd = forkbench.forkbench_command(binary, counts, args.fork_seconds, args.reps)

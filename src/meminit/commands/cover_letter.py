@@ -71,9 +71,9 @@ def bench_table(summaries: list[dict], size: int = TABLE_SIZE) -> str:
         rows = []
         for layout in sorted({r["layout"] for r in summary["rows"]}):
             for dest in ("cold", "warm", "readback"):
-                got = {s: idx.get((s, layout, dest, size, 1)) for s in bench_results.TABLE_STRATEGIES}
-                slow, template, streaming, auto = (got[s]["median"] if got[s] else None
-                                                   for s in bench_results.TABLE_STRATEGIES)
+                got: dict[str, dict | None] = {s: idx.get((s, layout, dest, size, 1))
+                                               for s in bench_results.TABLE_STRATEGIES}
+                slow, template, streaming, auto = (case["median"] if case else None for case in got.values())
                 if not (template and streaming):
                     continue
                 ratio = (lambda v: f"{v / slow:.2f}x" if v and slow else "-")
@@ -128,9 +128,10 @@ def how_tested(linux: Linux = kernels.DEFAULT) -> str:
     return "\n".join(fill(item, initial_indent="- ", subsequent_indent="  ") for item in items)
 
 
-def fill(text: str, **kwargs: str) -> str:
+def fill(text: str, initial_indent: str = "", subsequent_indent: str = "") -> str:
     """textwrap.fill at WIDTH that never breaks a word at its hyphen (device-private)."""
-    return textwrap.fill(text, WIDTH, break_on_hyphens=False, **kwargs)
+    return textwrap.fill(text, WIDTH, break_on_hyphens=False, initial_indent=initial_indent,
+                         subsequent_indent=subsequent_indent)
 
 
 def series_intro(doc: str, linux: Linux) -> str:

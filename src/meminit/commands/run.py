@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from meminit import build, deps, hostinfo, kernels, results, source, units, vm
 from meminit.commands.boot import add_guest_options
@@ -27,7 +28,7 @@ def run(req: RunRequest) -> Path:
     run_dir = results.new_run_dir("run")
     first = built[req.kernels[0]]
     accel = vm.resolve_accel(req.accel, first.image, run_dir, first.variant)
-    result = {
+    result: dict[str, Any] = {
         "kind": "memmap", "host_cpu": hostinfo.cpu_model(), "accel": accel, "guest_cpus": req.cpus,
         "init_threads": req.init_threads,
         "guest_memory": units.format_size(max(memories)), "pmem_size": units.format_size(req.pmem_size),

@@ -220,9 +220,10 @@ def plot_memmap(scenarios: list[dict], result: dict, out: Path) -> Path:
         groups = memmap_groups(scen)
         labels = [f"{g['kernel']}/{g['variant']}" for g, _, _, _ in groups]
         xs = range(len(groups))
-        for offset, (what, index) in ((-0.2, ("slow", 2)), (0.2, ("base", 3))):
+        for offset, (what, ratios) in ((-0.2, ("slow", [g[2] for g in groups])),
+                                       (0.2, ("base", [g[3] for g in groups]))):
             # no bar where there is nothing to compare with (base has no slow mode)
-            speedups = [1 / group[index] if group[index] else math.nan for group in groups]
+            speedups = [1 / ratio if ratio else math.nan for ratio in ratios]
             if not all(math.isnan(x) for x in speedups):
                 ax_ratio.bar([x + offset for x in xs], speedups, 0.4, label=f"over {what}")
         ax_ratio.axhline(1.0, color="grey", linewidth=0.8)
