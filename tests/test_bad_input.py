@@ -1,7 +1,7 @@
 """Issue 35, item 6: bad input is refused before any work.
 
 Every option of every subcommand, found by walking the real parser (so a new one cannot slip
-by), is either a number or size checked by one of units' option types, or listed below as
+by), is either a number or size checked by one of commands.options' types, or listed below as
 text. Each number and size option refuses 0 (unless MAY_BE_ZERO says what 0 means), a
 negative number, not-a-number and, for sizes, a bad size, with argparse's own error: exit
 status 2, one error line naming the option, no traceback, and nothing built, booted or run."""
@@ -132,7 +132,7 @@ def no_work(monkeypatch):
 def test_every_option_is_a_checked_number_or_listed_text():
     unclassified = sorted(f"{c} {o} (type {a.type!r})" for (c, o), a in OPTIONS.items()
                           if (c, o) not in NUMBERS and o not in TEXT.get(c, set()))
-    assert unclassified == [], "check it with a units option type, or list it in TEXT"
+    assert unclassified == [], "check it with a commands.options type, or list it in TEXT"
     assert sorted(f"{c} {o}" for (c, o) in NUMBERS if o in TEXT.get(c, set())) == []
     listed = {*MAY_BE_ZERO, *MAY_BE_NEGATIVE, *ALSO_BAD}
     assert sorted(set(listed) - set(NUMBERS)) == []  # no stale entry

@@ -20,7 +20,7 @@ LAYERS = {
                   "devices", "host_measure"},
     "scenarios": {"scenarios", "scenarios.base", "scenarios.memmap", "scenarios.fork",
                   "scenarios.thp_fault", "scenarios.fault_latency", "soak_guest"},
-    "commands": {"cli", "__main__", "__init__", "commands", "commands.boot", "commands.kernel", "commands.run",
+    "commands": {"cli", "__main__", "__init__", "commands", "commands.options", "commands.boot", "commands.kernel", "commands.run",
                  "commands.report", "commands.measure", "commands.cover_letter", "package", "microbench", "bench_results", "maple_bench", "configs", "soak",
                  "selftests", "testing"},
 }

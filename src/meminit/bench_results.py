@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from meminit import auto_replay, bench_render, bench_stats, paths, units
+from meminit.commands import options
 from meminit.tables import render_table
 from meminit.errors import MeminitError
 
@@ -266,16 +267,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", nargs="?", help="add: a microbench run directory, or a table.txt; replay: one more run")
     p.add_argument("--source", help="add: where the run came from (default: its path)")
     p.add_argument("--cpu-model", help="add, for a table.txt: the CPU model string")
-    cpu_number = units.as_text(units.integer(0))  # as /proc/cpuinfo and result.json have them
+    cpu_number = options.as_text(options.integer(0))  # as /proc/cpuinfo and result.json have them
     p.add_argument("--family", type=cpu_number, help="add: the CPU family, where the run did not record it")
     p.add_argument("--model", type=cpu_number, help="add: the CPU model number, where the run did not record it")
     p.add_argument("--date", help="add, for a table.txt: when the run was made (UTC)")
     p.add_argument("--note", help="add, for a table.txt: what the run lacks or how it was made")
     p.add_argument("--check", action="store_true", help="table: fail if bench/README.md is out of step; "
                    "replay: fail if a configuration misses the bar")
-    p.add_argument("--probe", type=units.integer(), default=auto_replay.Policy.probe,
+    p.add_argument("--probe", type=options.integer(), default=auto_replay.Policy.probe,
                    help="replay: struct pages per timed probe piece (default %(default)s, as patch 11)")
-    p.add_argument("--lead", type=units.integer(0, note="0: none"), default=auto_replay.Policy.lead,
+    p.add_argument("--lead", type=options.integer(0, note="0: none"), default=auto_replay.Policy.lead,
                    help="replay: untimed template struct pages before a round's pieces (default %(default)s; "
                         "0: none)")
     p.add_argument("--write", action="store_true", help="table: write the table into bench/README.md")

@@ -22,7 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from meminit import compile_checks, deps, kernels, ktap, paths, proc, source, units, vm
+from meminit import compile_checks, deps, kernels, ktap, paths, proc, source, vm
+from meminit.commands import options
 from meminit.errors import MeminitError
 from meminit.kernels import Linux
 
@@ -237,7 +238,7 @@ def expand_targets(names: list[str], linux: Linux = kernels.LTS) -> list[str]:
 
 
 def _cmd_check_configs(args: argparse.Namespace) -> int:
-    linux = kernels.from_args(args)
+    linux = options.linux_from(args)
     check_configs(expand_targets(args.targets, linux), args.jobs, linux)
     return 0
 
@@ -250,6 +251,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("targets", nargs="*", metavar="TARGET",
                    help=f"KUnit: {', '.join(TARGETS)} (group 'kunit', the default); compile "
                         f"only: {', '.join(compile_checks.COMPILE_TARGETS)} (group 'compile'); 'all' for both")
-    p.add_argument("-j", "--jobs", type=units.integer(), help="parallel jobs (default: number of CPUs)")
-    kernels.add_option(p)
+    p.add_argument("-j", "--jobs", type=options.integer(), help="parallel jobs (default: number of CPUs)")
+    options.add_linux_option(p)
     p.set_defaults(func=_cmd_check_configs)

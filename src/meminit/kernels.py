@@ -10,7 +10,6 @@ and builds made then stay valid.
 
 from __future__ import annotations
 
-import argparse
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,14 +92,3 @@ def get(version: str) -> Linux:
 def from_env() -> Linux:
     """The kernel named by $MEMINIT_LINUX (the test command's --linux), else the default."""
     return KERNELS[os.environ.get(ENV, DEFAULT.version)]
-
-
-def add_option(p: argparse.ArgumentParser) -> None:
-    """--linux VERSION, the same on every command that takes a kernel."""
-    p.add_argument("--linux", choices=sorted(KERNELS), default=DEFAULT.version, type=str,
-                   help=f"which kernel and its series (default {DEFAULT.version}, the LTS; "
-                        f"{MAINLINE.version} is the mainline-track series)")
-
-
-def from_args(args: argparse.Namespace) -> Linux:
-    return KERNELS[getattr(args, "linux", DEFAULT.version)]

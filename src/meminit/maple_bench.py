@@ -13,7 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from meminit import forkbench, hostinfo, maple_harness, proc, results, units
+from meminit import forkbench, hostinfo, maple_harness, proc, results
+from meminit.commands import options
 from meminit.errors import MeminitError
 from meminit.stats import median_range
 from meminit.tables import fixed_point
@@ -129,16 +130,16 @@ def register(subparsers) -> None:
                     "results/maple-<UTC>/result.json and maple.png.",
     )
     p.add_argument("--counts", default=",".join(map(str, forkbench.DEFAULT_COUNTS)),
-                   type=units.as_text(units.listed(units.integer())),
+                   type=options.as_text(options.listed(options.integer())),
                    help="comma-separated N values (default: %(default)s)")
-    p.add_argument("--reps", type=units.integer(), default=3,
+    p.add_argument("--reps", type=options.integer(), default=3,
                    help="repetitions, interleaved over N and methods (default: %(default)s)")
-    p.add_argument("--min-seconds", type=units.number(zero="0: three copies a sample"), default=0.2,
+    p.add_argument("--min-seconds", type=options.number(zero="0: three copies a sample"), default=0.2,
                    help="minimum timed seconds per (rep, N, method) sample, at least three copies "
                         "(default: %(default)s)")
-    p.add_argument("--gap-pages", type=units.integer(0, note="0: contiguous"), default=0,
+    p.add_argument("--gap-pages", type=options.integer(0, note="0: contiguous"), default=0,
                    help="unmapped pages between the ranges (default 0: contiguous, like forkbench)")
-    p.add_argument("--fork-seconds", type=units.number(zero="0 skips it"), default=1.0,
+    p.add_argument("--fork-seconds", type=options.number(zero="0 skips it"), default=1.0,
                    help="seconds of forkbench per N and rep on the host; 0 skips it "
                         "(default: %(default)s)")
     p.add_argument("--out", help="result directory (default: results/maple-<UTC stamp>)")

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from meminit import proc, results, units
+from meminit.commands import options
 from meminit.bench_render import plot, render_report
 from meminit.bench_stats import (STREAMING, add_clear_612, add_ratios, auto_rows, crossover, machine_limit,
                                  summarize, thread_scaling)
@@ -40,10 +41,10 @@ CLEAR_CASES = ("stosb-4K,stosb_desc-4K,php2M-4K,fz2M-256K,fz2M-2M,stosb-2M,stosb
 FAULT_KINDS = "anon-4K,thp-2M,hugetlb-2M,hugetlb-1G"
 # what meminit-bench takes (bench/src): fill sizes in whole order-9 compounds of 64-byte records
 # (run.c), 1 to MAX_THREADS (bench.h) threads; the options keep the text, which the tool reads
-FILL_SIZE = units.size(multiple=32 * units.KIB)
-FILL_SIZES = units.as_text(units.listed(FILL_SIZE))
-THREADS = units.as_text(units.listed(units.integer(1, 64)))
-BYTES = units.as_text(units.size())
+FILL_SIZE = options.size(multiple=32 * units.KIB)
+FILL_SIZES = options.as_text(options.listed(FILL_SIZE))
+THREADS = options.as_text(options.listed(options.integer(1, 64)))
+BYTES = options.as_text(options.size())
 
 # name -> (default, --quick value)
 PROFILES = {
@@ -246,7 +247,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "chunks, 1 and 2 threads, every size/layout/dest, no clears or faults (about "
                         "25 minutes with the default sizes; bench/results/ summaries come from it)")
     p.add_argument("--sizes", type=FILL_SIZES, help="record-fill destination sizes, in bytes of memmap (default 4M,16M,64M,256M,1G; 4M is the memmap of one 256 MiB test_hmm chunk)")
-    p.add_argument("--reps", type=units.integer(), help="interleaved repetitions per case (default 7)")
+    p.add_argument("--reps", type=options.integer(), help="interleaved repetitions per case (default 7)")
     p.add_argument("--threads", type=THREADS, help="thread counts for the fills (default 1; the scaling section runs 1,2)")
     p.add_argument("--split", help="how threads share a fill: even (one run per thread), chunked "
                                    "(threads pull --chunk sized chunks from a counter); default even")
@@ -278,15 +279,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--min-bytes", dest="min_bytes", type=BYTES,
                    help="timed bytes per fill sample: smaller destinations are filled several times "
                         "(each pass prepared afresh) (default 64M)")
-    p.add_argument("--movsb-block", default="4K", type=units.as_text(units.size(minimum=64)),
+    p.add_argument("--movsb-block", default="4K", type=options.as_text(options.size(minimum=64)),
                    help="replicated block for rep movsb, order 0, at least 64 (default 4K)")
     p.add_argument("--pgmap-type", default="fsdax", choices=["fsdax", "private", "coherent", "generic"],
                    help="dev_pagemap type (sets the head refcount: 0 for private/coherent)")
-    p.add_argument("--nice", type=units.integer(-20, 19, note="0: unchanged"), default=0,
+    p.add_argument("--nice", type=options.integer(-20, 19, note="0: unchanged"), default=0,
                    help="niceness for the benchmark's own session/autogroup (e.g. -10 on a busy "
                         "shared machine; negative values need root)")
     p.add_argument("--out", help="result directory (default results/microbench-<UTC stamp>)")
     p.add_argument("--verify", action="store_true", help="only run the correctness check")
-    p.add_argument("--verify-size", default="4M", type=units.as_text(FILL_SIZE),
+    p.add_argument("--verify-size", default="4M", type=options.as_text(FILL_SIZE),
                    help="records size for --verify, a multiple of 32K (default 4M)")
     p.set_defaults(func=run)

@@ -25,7 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import build, deps, kconfig, kernels, paths, proc, source, units
+from meminit import build, deps, kconfig, kernels, paths, proc, source
+from meminit.commands import options
 from meminit.errors import MeminitError
 from meminit.units import GIB, format_size
 
@@ -285,5 +286,5 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "linux-config-6.12 with the series' options; or a config file")
     p.add_argument("--base", action="store_true",
                    help="the pristine source with the same config, no series: the base line to measure against")
-    p.add_argument("-j", "--jobs", type=units.integer(), help="build jobs (default: CPUs)")
+    p.add_argument("-j", "--jobs", type=options.integer(), help="build jobs (default: CPUs)")
     p.set_defaults(func=_cmd_package)

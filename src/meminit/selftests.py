@@ -17,7 +17,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import build, deps, kernels, results, selftest_results, source, units, vm
+from meminit import build, deps, kernels, results, selftest_results, source, vm
+from meminit.commands import options
 from meminit.errors import MeminitError
 from meminit.kernels import Linux
 
@@ -243,7 +244,7 @@ def _cmd_selftests(args: argparse.Namespace) -> int:
     request = SelftestsRequest(tests=FAST if args.fast else select(args.test),
                                variants=tuple(args.kernel or ("base", "series")),
                                accel=args.accel, hugetlb_pages=args.hugetlb_pages,
-                               linux=kernels.from_args(args))
+                               linux=options.linux_from(args))
     _, problems = run(request, args.jobs)
     if problems:
         raise MeminitError("selftests failed:\n  " + "\n  ".join(problems))
@@ -259,14 +260,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                                            f"{', '.join(sorted({t.binary for t in SELFTESTS}))})")
     p.add_argument("--fast", action="store_true",
                    help=f"only the test command's subset ({', '.join(t.name for t in FAST)})")
-    kernels.add_option(p)
+    options.add_linux_option(p)
     p.add_argument("--kernel", action="append", choices=["base", "series", "debug"],
                    help="kernel to run them on (repeatable; default: base and series)")
-    p.add_argument("--hugetlb-pages", type=units.integer(0, note="0: none"),
+    p.add_argument("--hugetlb-pages", type=options.integer(0, note="0: none"),
                    default=HUGETLB_POOL_BYTES // HUGEPAGE_BYTES,
                    help="default-size huge pages reserved first (default: 256 MiB worth, "
                         "as run_vmtests.sh; 0: none)")
-    p.add_argument("-j", "--jobs", type=units.integer(), help="build jobs (default: CPUs)")
+    p.add_argument("-j", "--jobs", type=options.integer(), help="build jobs (default: CPUs)")
     p.add_argument("--accel", choices=["auto", "kvm", "tcg"], default="auto",
                    help="QEMU accelerator (default: KVM if a trial guest boots, else TCG)")
     p.set_defaults(func=_cmd_selftests)

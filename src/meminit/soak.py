@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from meminit import build, deps, kernels, memmap_log, results, source, tables, units, vm
+from meminit.commands import options
 from meminit.scenarios import memmap as memmap_scenarios
 from meminit.errors import MeminitError
 from meminit.kernels import Linux
@@ -340,7 +341,7 @@ def _cmd_soak(args: argparse.Namespace) -> int:
     request = SoakRequest(scenarios=args.scenario or list(memmap_scenarios.BY_NAME), cycles=args.cycles,
                           pmem_size=args.pmem_size, hotplug=not args.no_hotplug,
                           inject=not args.no_faults, accel=args.accel, cpus=args.cpus,
-                          append=args.append, timeout_s=args.timeout, linux=kernels.from_args(args))
+                          append=args.append, timeout_s=args.timeout, linux=options.linux_from(args))
     outcome = run(request, args.jobs)
     if outcome.problems:
         raise MeminitError("soak failed:\n  " + "\n  ".join(outcome.problems))
@@ -351,20 +352,20 @@ def _cmd_soak(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("soak", help="bind/unbind cycles on the debug kernel: same struct pages, "
                                     "no splat, no leak, CPU hotplug and injected faults survived")
-    kernels.add_option(p)
-    p.add_argument("--cycles", type=units.integer(), default=DEFAULT_CYCLES,
+    options.add_linux_option(p)
+    p.add_argument("--cycles", type=options.integer(), default=DEFAULT_CYCLES,
                    help=f"cycles per scenario (default {DEFAULT_CYCLES}; `test --long` runs {SHORT_CYCLES})")
     p.add_argument("--scenario", action="append", choices=list(memmap_scenarios.BY_NAME),
                    help="scenario to soak (repeatable; default: all of them)")
-    p.add_argument("--pmem-size", type=units.size(multiple=128 * units.MIB), default=DEFAULT_PMEM,
+    p.add_argument("--pmem-size", type=options.size(multiple=128 * units.MIB), default=DEFAULT_PMEM,
                    help=f"emulated pmem size (default {units.format_size(DEFAULT_PMEM)}; multiple of 128M)")
     p.add_argument("--no-hotplug", action="store_true", help="do not offline/online CPU 1 meanwhile")
     p.add_argument("--no-faults", action="store_true", help="do not inject allocation failures")
-    p.add_argument("--timeout", type=units.integer(), default=7200, help="guest timeout in seconds")
-    p.add_argument("-j", "--jobs", type=units.integer(), help="kernel build jobs (default: CPUs)")
+    p.add_argument("--timeout", type=options.integer(), default=7200, help="guest timeout in seconds")
+    p.add_argument("-j", "--jobs", type=options.integer(), help="kernel build jobs (default: CPUs)")
     p.add_argument("--accel", choices=["auto", "kvm", "tcg"], default="auto",
                    help="QEMU accelerator (default: KVM if a trial guest boots, else TCG)")
-    p.add_argument("--cpus", type=units.integer(), default=2, help="guest CPUs (default 2)")
+    p.add_argument("--cpus", type=options.integer(), default=2, help="guest CPUs (default 2)")
     p.add_argument("--append", action="append", default=[], metavar="PARAM",
                    help="extra kernel parameter (repeatable)")
     p.set_defaults(func=_cmd_soak)

@@ -7,6 +7,7 @@ import os
 import sys
 
 from meminit import kernels, paths, proc
+from meminit.commands import options
 from meminit.errors import MeminitError
 
 
@@ -26,7 +27,7 @@ def pytest_command(quick: bool, extra: list[str], long: bool = False) -> list[st
 
 
 def _cmd_test(args: argparse.Namespace) -> int:
-    linux = kernels.from_args(args)
+    linux = options.linux_from(args)
     if args.quick and args.long:
         raise MeminitError("--quick skips every guest, --long adds guests: pick one")
     cmd = pytest_command(args.quick, args.pytest_args, args.long)
@@ -45,6 +46,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--long", action="store_true",
                    help="also boot the long commands' guests (soak, mm selftests, measure, package): "
                         "before a submission; CI skips them")
-    kernels.add_option(p)
+    options.add_linux_option(p)
     p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra pytest arguments after --")
     p.set_defaults(func=_cmd_test)

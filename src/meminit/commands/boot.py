@@ -7,15 +7,16 @@ import shlex
 import sys
 from pathlib import Path
 
-from meminit import build, kernels, package, paths, results, source, units, vm
+from meminit import build, package, paths, results, source, units, vm
+from meminit.commands import options
 from meminit.errors import MeminitError
 
 
 def add_guest_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--accel", choices=["auto", "kvm", "tcg"], default="auto",
                    help="QEMU accelerator (default: KVM if a trial guest boots, else TCG)")
-    p.add_argument("--cpus", type=units.integer(), default=2, help="guest CPUs (default 2)")
-    p.add_argument("--memory", type=units.size(multiple=units.MIB), default=None,
+    p.add_argument("--cpus", type=options.integer(), default=2, help="guest CPUs (default 2)")
+    p.add_argument("--memory", type=options.size(multiple=units.MIB), default=None,
                    help="guest memory, e.g. 8G, a multiple of 1M (default: what the scenario needs)")
     p.add_argument("--append", action="append", default=[], metavar="PARAM",
                    help="extra kernel parameter (repeatable)")
@@ -28,7 +29,7 @@ def _kernel_to_boot(args: argparse.Namespace, run_dir: Path) -> tuple[Path, str]
     committed in the tree or a config fragment is what boots, never the image built before it."""
     if args.deb is not None:
         return package.unpack_image(args.deb, run_dir / "image")
-    kernel = build.kernel_for(args.variant or "series", source.prepare_trees(kernels.from_args(args)))
+    kernel = build.kernel_for(args.variant or "series", source.prepare_trees(options.linux_from(args)))
     build.build(kernel)
     return kernel.image, kernel.variant
 
@@ -68,10 +69,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "read-only), with $MEMINIT naming this checkout's ./meminit.")
     p.add_argument("variant", nargs="?", choices=["base", "series", "debug"],
                    help="the built kernel to boot (default series; brought up to date by an incremental build first)")
-    kernels.add_option(p)
+    options.add_linux_option(p)
     p.add_argument("--deb", type=Path, metavar="LINUX_IMAGE_DEB",
                    help="boot the kernel of a linux-image package (from `package`), its modules with it")
-    p.add_argument("--pmem-size", type=units.size(multiple=128 * units.MIB), default=None,
+    p.add_argument("--pmem-size", type=options.size(multiple=128 * units.MIB), default=None,
                    help="emulated pmem at 4G, e.g. 1G (multiple of 128M): raw namespace0.0 (default none)")
     p.add_argument("-c", "--command", default="uname -r", help="shell command to run in the guest")
     add_guest_options(p)

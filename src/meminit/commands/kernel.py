@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from meminit import build, checks, kernels, mail, paths, source, units
+from meminit import build, checks, kernels, mail, paths, source
+from meminit.commands import options
 from meminit.commands import cover_letter
 from meminit.errors import MeminitError
 from meminit.kernels import Linux
@@ -15,7 +16,7 @@ MAIL_DIR = paths.WORK / "mail"
 
 
 def _cmd_tree(args: argparse.Namespace) -> int:
-    linux = kernels.from_args(args)
+    linux = options.linux_from(args)
     trees = source.prepare_trees(linux, reset=args.reset)
     print(f"series tree: {trees.series} ({len(source.read_series(linux.patches))} patches on "
           f"{source.BASE_TAG}, {linux.source_package} {source.source_version(linux)})")
@@ -24,7 +25,7 @@ def _cmd_tree(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    linux = kernels.from_args(args)
+    linux = options.linux_from(args)
     if args.mbox is not None and not linux.tree.exists():
         source.prepare_trees(linux)   # a fresh checkout: the tree is its patches applied
     written = source.export_series(linux.tree, linux.patches)
@@ -68,12 +69,12 @@ def export_mail(out_dir: Path, sender: str, subject_prefix: str | None = None,
 
 def _register_source(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tree", help="unpack the kernel's Debian linux-source and apply its patches as git commits")
-    kernels.add_option(p)
+    options.add_linux_option(p)
     p.add_argument("--reset", action="store_true",
                    help="discard commits or changes in the kernel's tree that were not exported")
     p.set_defaults(func=_cmd_tree)
     p = sub.add_parser("export", help="write the commits of the kernel's tree back to patches/VERSION/")
-    kernels.add_option(p)
+    options.add_linux_option(p)
     p.add_argument("--mbox", nargs="?", const=str(MAIL_DIR), default=None, metavar="DIR",
                    help="also write the series as mail: cover letter, recipients, changelog, one mbox "
                         f"(default DIR: {MAIL_DIR.relative_to(paths.REPO)}); checked with checkpatch and git am")
@@ -88,7 +89,7 @@ def _register_source(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_build(args: argparse.Namespace) -> int:
     build.build_variants(args.variants or ["series"], reset=args.reset, jobs=args.jobs,
-                         linux=kernels.from_args(args))
+                         linux=options.linux_from(args))
     return 0
 
 
@@ -96,21 +97,21 @@ def _register_build(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("build", help="build the base and/or series kernel (ccache, trimmed config)")
     p.add_argument("variants", nargs="*", metavar="VARIANT",
                    help="base, series and/or debug (default: series)")
-    kernels.add_option(p)
-    p.add_argument("-j", "--jobs", type=units.integer(), help="parallel jobs (default: number of CPUs)")
+    options.add_linux_option(p)
+    p.add_argument("-j", "--jobs", type=options.integer(), help="parallel jobs (default: number of CPUs)")
     p.add_argument("--reset", action="store_true", help="discard unexported work in the kernel's tree")
     p.set_defaults(func=_cmd_build)
 
 
 def _cmd_check_series(args: argparse.Namespace) -> int:
-    checks.check_series(args.jobs, touched_only=args.touched_only, linux=kernels.from_args(args))
+    checks.check_series(args.jobs, touched_only=args.touched_only, linux=options.linux_from(args))
     return 0
 
 
 def _register_checks(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check-series", help="build every prefix of the series, checkpatch, W=1")
-    kernels.add_option(p)
-    p.add_argument("-j", "--jobs", type=units.integer(), help="parallel jobs (default: 2)")
+    options.add_linux_option(p)
+    p.add_argument("-j", "--jobs", type=options.integer(), help="parallel jobs (default: 2)")
     p.add_argument("--touched-only", action="store_true",
                    help="per prefix compile only the files the series touched so far (W=1) and "
                         "build only the last prefix fully: what CI runs; the default builds "

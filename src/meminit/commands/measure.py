@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from meminit import deps, devices, hostinfo, memmap_log, results, scenarios, units
+from meminit import deps, devices, hostinfo, memmap_log, results, scenarios
+from meminit.commands import options
 from meminit.errors import MeminitError
 from meminit.host_measure import (KernelFiles, KernelLog, KernelModes, Log, Rebinds, Settings,
                                   choose_variants, interrupts_held, prepare_kernel, rebind)
@@ -137,8 +138,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--variants", type=lambda s: s.split(","), default=d.variants,
                    help="series modes to interleave (default: every mode the kernel offers; a kernel "
                         "without the series measures 'default')")
-    p.add_argument("--rebinds", type=units.integer(), default=d.rebinds, help=f"rebinds per variant (default {d.rebinds})")
-    p.add_argument("--init-threads", type=units.integer(0, note="0: the kernel's choice"), default=None,
+    p.add_argument("--rebinds", type=options.integer(), default=d.rebinds, help=f"rebinds per variant (default {d.rebinds})")
+    p.add_argument("--init-threads", type=options.integer(0, note="0: the kernel's choice"), default=None,
                    help="series kernels: most threads for one range's memmap init (0 = the kernel's "
                         "automatic choice; put back after)")
     p.add_argument("--results", type=Path, default=None, metavar="DIR",

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from meminit import build, deps, hostinfo, kernels, results, source, units, vm
+from meminit import build, deps, hostinfo, results, source, units, vm
+from meminit.commands import options
 from meminit.commands.boot import add_guest_options
 from meminit.errors import MeminitError
 from meminit.scenarios import DEFAULT, REGISTRY, RunRequest, fault_latency, plot, render
@@ -47,7 +48,7 @@ def run(req: RunRequest) -> Path:
 
 def request_from(args: argparse.Namespace) -> RunRequest:
     return RunRequest(
-        scenarios=args.scenario or [DEFAULT], kernels=args.kernels, linux=kernels.from_args(args),
+        scenarios=args.scenario or [DEFAULT], kernels=args.kernels, linux=options.linux_from(args),
         accel=args.accel, cpus=args.cpus,
         memory=args.memory, append=args.append, timeout=args.timeout, jobs=args.jobs,
         variants=args.variants, pmem_size=args.pmem_size, init_threads=args.init_threads,
@@ -72,49 +73,49 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scenario", action="append", choices=list(REGISTRY),
                    help=f"scenario to run (repeatable; default {DEFAULT}): "
                         + "; ".join(f"{name}: {s.help}" for name, s in REGISTRY.items()))
-    kernels.add_option(p)
+    options.add_linux_option(p)
     p.add_argument("--kernels", type=lambda s: s.split(","), default=d.kernels,
                    help="comma-separated kernels to boot, first decides the accelerator "
                         f"(default {listed(d.kernels)})")
     p.add_argument("--variants", type=lambda s: s.split(","), default=d.variants,
                    help="series init modes to interleave, e.g. slow,template "
                         "(default: every mode the kernel offers)")
-    p.add_argument("--pmem-size", type=units.size(multiple=128 * units.MIB), default=d.pmem_size,
+    p.add_argument("--pmem-size", type=options.size(multiple=128 * units.MIB), default=d.pmem_size,
                    help=f"emulated pmem size (default {units.format_size(d.pmem_size)}; multiple of 128M)")
-    p.add_argument("--init-threads", type=units.integer(0, note="0: the kernel's choice"), default=None,
+    p.add_argument("--init-threads", type=options.integer(0, note="0: the kernel's choice"), default=None,
                    help="series kernels: most threads for one range's memmap init "
                         "(0 = the kernel's automatic choice, its default; 1 = single-threaded)")
-    p.add_argument("--rebinds", type=units.integer(), default=d.rebinds, help=f"rebinds per variant (default {d.rebinds})")
-    p.add_argument("--fork-vmas", type=units.listed(units.integer()),
+    p.add_argument("--rebinds", type=options.integer(), default=d.rebinds, help=f"rebinds per variant (default {d.rebinds})")
+    p.add_argument("--fork-vmas", type=options.listed(options.integer()),
                    default=d.fork_vmas, help=f"fork scenario: VMA counts (default {listed(d.fork_vmas)})")
-    p.add_argument("--fork-seconds", type=units.number(), default=d.fork_seconds,
+    p.add_argument("--fork-seconds", type=options.number(), default=d.fork_seconds,
                    help=f"fork scenario: seconds per N and rep (default {d.fork_seconds:g})")
-    p.add_argument("--fork-reps", type=units.integer(), default=d.fork_reps,
+    p.add_argument("--fork-reps", type=options.integer(), default=d.fork_reps,
                    help=f"fork scenario: interleaved repetitions (default {d.fork_reps})")
-    p.add_argument("--fault-size", type=units.size(multiple=units.GIB), default=d.fault_size,
+    p.add_argument("--fault-size", type=options.size(multiple=units.GIB), default=d.fault_size,
                    help="thp-fault scenario: bytes faulted per mapping kind and pass (default "
                    f"{units.format_size(d.fault_size)}; multiple of 1G)")
-    p.add_argument("--fault-reps", type=units.integer(), default=d.fault_reps,
+    p.add_argument("--fault-reps", type=options.integer(), default=d.fault_reps,
                    help=f"thp-fault scenario: repetitions (default {d.fault_reps})")
     p.add_argument("--preempt", default=d.preempt,
-                   type=units.explained(lat.parse_models, "model list", "comma-separated preemption models"),
+                   type=options.explained(lat.parse_models, "model list", "comma-separated preemption models"),
                    help="fault-latency scenario: preemption models, one boot each "
                         f"(default {listed(d.preempt)})")
     p.add_argument("--latency-units", default=d.latency_units,
-                   type=units.explained(lat.parse_units, "size list", "'default' and/or sizes of whole 4K pages"),
+                   type=options.explained(lat.parse_units, "size list", "'default' and/or sizes of whole 4K pages"),
                    help="fault-latency scenario: series clearing units to interleave, 'default' "
                         f"being the kernel's choice (default {listed(d.latency_units)})")
-    p.add_argument("--latency-seconds", type=units.integer(), default=d.latency_seconds,
+    p.add_argument("--latency-seconds", type=options.integer(), default=d.latency_seconds,
                    help=f"fault-latency scenario: cyclictest seconds per cell (default {d.latency_seconds})")
-    p.add_argument("--latency-rounds", type=units.integer(), default=d.latency_rounds,
+    p.add_argument("--latency-rounds", type=options.integer(), default=d.latency_rounds,
                    help=f"fault-latency scenario: rounds over the units (default {d.latency_rounds})")
     p.add_argument("--latency-hog", type=lambda s: [h for h in s.split(",") if h], default=d.latency_hog,
                    help=f"fault-latency scenario: memory writer on CPU 0, off and/or on (default {listed(d.latency_hog)})")
-    p.add_argument("--latency-trace", type=units.integer(0, note="0: off"), default=d.latency_trace, metavar="USEC",
+    p.add_argument("--latency-trace", type=options.integer(0, note="0: off"), default=d.latency_trace, metavar="USEC",
                    help="fault-latency scenario, diagnostic: trace scheduler, IRQ and timer events "
                         "and stop each cell at its first wakeup this late, keeping the trace "
                         "and printing its longest silence (default 0: off)")
-    p.add_argument("--timeout", type=units.integer(), default=d.timeout, help=f"guest timeout in seconds (default {d.timeout})")
-    p.add_argument("-j", "--jobs", type=units.integer(), help="kernel build jobs (default: CPUs)")
+    p.add_argument("--timeout", type=options.integer(), default=d.timeout, help=f"guest timeout in seconds (default {d.timeout})")
+    p.add_argument("-j", "--jobs", type=options.integer(), help="kernel build jobs (default: CPUs)")
     add_guest_options(p)
     p.set_defaults(func=_cmd_run)

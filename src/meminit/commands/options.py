@@ -1,0 +1,109 @@
+"""What several commands' options share (only commands/ and cli.py see argparse).
+
+The types of the numeric and size options, which refuse a bad value at parse time (exit 2,
+the option named, before anything is built or booted), in units' one grammar of sizes; and
+--linux, the same on every command that takes a kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from typing import Any
+
+from meminit import kernels, units
+from meminit.errors import MeminitError
+from meminit.kernels import Linux
+
+
+# ---------------------------------------------------------------- --linux
+
+def add_linux_option(p: argparse.ArgumentParser) -> None:
+    """--linux VERSION, the same on every command that takes a kernel."""
+    p.add_argument("--linux", choices=sorted(kernels.KERNELS), default=kernels.DEFAULT.version, type=str,
+                   help=f"which kernel and its series (default {kernels.DEFAULT.version}, the LTS; "
+                        f"{kernels.MAINLINE.version} is the mainline-track series)")
+
+
+def linux_from(args: argparse.Namespace) -> Linux:
+    return kernels.KERNELS[getattr(args, "linux", kernels.DEFAULT.version)]
+
+
+# ---------------------------------------------------------------- option types
+
+
+class OptionType:
+    """An argparse `type=`: reads the text with `read` and keeps what `fits`; anything else
+    (unreadable, out of range, the read's own MeminitError) is argparse's error, which names
+    the option and says what it `accepts`. `kind` tells tests what sort of value it is."""
+
+    def __init__(self, kind: str, accepts: str, read: Callable[[str], Any],
+                 fits: Callable[[Any], bool] = lambda _value: True, explain: bool = False):
+        self.kind, self.accepts, self.read, self.fits, self.explain = kind, accepts, read, fits, explain
+        self.__name__ = kind  # what argparse calls the type in its own messages
+
+    def __call__(self, text: str) -> Any:
+        try:
+            value = self.read(text)
+        except (ValueError, ArithmeticError, MeminitError) as exc:
+            if self.explain and isinstance(exc, MeminitError):
+                raise argparse.ArgumentTypeError(f"wants {self.accepts}: {exc}") from None
+            raise argparse.ArgumentTypeError(f"wants {self.accepts}, got {text!r}") from None
+        if not self.fits(value):
+            raise argparse.ArgumentTypeError(f"wants {self.accepts}, got {text!r}")
+        return value
+
+
+def _noted(accepts: str, note: str) -> str:
+    return f"{accepts} ({note})" if note else accepts
+
+
+def integer(minimum: int = 1, maximum: int | None = None, note: str = "") -> OptionType:
+    """A whole number from `minimum` (by default 1) to `maximum`; `note` says what an edge
+    value means, e.g. '0: off'."""
+    accepts = (f"an integer of {minimum} or more" if maximum is None
+               else f"an integer from {minimum} to {maximum}")
+    return OptionType("integer", _noted(accepts, note), int,
+                      lambda n: n >= minimum and (maximum is None or n <= maximum))
+
+
+def number(zero: str = "") -> OptionType:
+    """A finite decimal number above 0, or 0 too when `zero` says what 0 means."""
+    accepts = _noted("a number of 0 or more", zero) if zero else "a number above 0"
+    return OptionType("number", accepts, float,
+                      lambda x: math.isfinite(x) and (x >= 0 if zero else x > 0))
+
+
+def size(multiple: int = 1, minimum: int = 1) -> OptionType:
+    """A size in bytes (16M, 1.5G, 4096), at least `minimum`, a multiple of `multiple`."""
+    accepts = "a size such as 16M, 1.5G or 4096"
+    if multiple > 1:
+        accepts = f"a size that is a positive multiple of {units.format_size(multiple)}"
+    if minimum > 1:
+        accepts += f", at least {units.format_size(minimum)}"
+    return OptionType("size", accepts, lambda text: units.parse_size(text, max(minimum, 1)),
+                      lambda n: n % multiple == 0)
+
+
+def listed(item: OptionType) -> OptionType:
+    """Comma-separated values of `item` (empty ones skipped, at least one): a list."""
+    def read(text: str) -> list:
+        values = [item.read(word) for word in text.split(",") if word.strip()]
+        if not values or not all(map(item.fits, values)):
+            raise ValueError(text)
+        return values
+    return OptionType(f"{item.kind} list", f"a comma-separated list, each {item.accepts}", read)
+
+
+def as_text(check: OptionType) -> OptionType:
+    """`check`'s values, kept as the text the user typed (for an option a tool reads itself)."""
+    def read(text: str) -> str:
+        check(text)
+        return text
+    return OptionType(check.kind, check.accepts, read)
+
+
+def explained(read: Callable[[str], Any], kind: str, accepts: str) -> OptionType:
+    """An existing reader as an option type: its MeminitError, told after what the option accepts."""
+    return OptionType(kind, accepts, read, explain=True)
