@@ -285,7 +285,8 @@ def recorded_run(tmp_path, monkeypatch, capsys):
     """`meminit run` of fsdax-mapdev on the series kernel, its guest replayed from tests/data.
     (capsys first, so that the test reads what the run printed.)"""
     booted = offline_run(tmp_path, monkeypatch, ["series"], replay_fsdax)
-    req = base.RunRequest(scenarios=["fsdax-mapdev"], kernels=["series"], accel="tcg", rebinds=2)
+    req = base.RunRequest(scenarios=["fsdax-mapdev"], kernels=["series"], guest=vm.GuestRequest(accel="tcg"),
+                          rebinds=2)
     return run_command.run(req), booted
 
 

@@ -122,7 +122,7 @@ def short_soak(long_guest_kernel_trees, series_boot) -> soak.SoakOutcome:
     run_dir = series_boot.run_dir / "soak"
     run_dir.mkdir(exist_ok=True)
     request = soak.SoakRequest(scenarios=list(memmap.BY_NAME), cycles=soak.SHORT_CYCLES,
-                               accel=series_boot.accel, timeout_s=2400)
+                               guest=vm.GuestRequest(accel=series_boot.accel, timeout=2400))
     outcome = soak.soak(series_boot.kernel, request, run_dir)
     (run_dir / "soak.txt").write_text(outcome.table + "\n")
     return outcome
@@ -134,7 +134,7 @@ def fast_selftests(long_guest_kernel_trees, series_boot) -> list[selftest_result
     only so far: long_guest_kernel_trees skips it elsewhere)."""
     bin_dir = selftests.build_selftests(selftests.FAST, jobs=2, linux=series_boot.kernel.linux)
     return selftests.run_kernel(series_boot.kernel, selftests.FAST, bin_dir,
-                                series_boot.run_dir / "selftests", series_boot.accel,
+                                series_boot.run_dir / "selftests", vm.GuestRequest(accel=series_boot.accel),
                                 selftests.SelftestsRequest().hugetlb_pages)
 
 

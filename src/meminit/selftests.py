@@ -14,7 +14,7 @@ import argparse
 import re
 import shlex
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from meminit import build, deps, kernels, results, selftest_results, source, vm
@@ -169,7 +169,7 @@ def collect(test: Selftest, out_dir: Path, kernel_src: Path) -> selftest_results
 
 
 def run_kernel(kernel: build.Kernel, tests: tuple[Selftest, ...], bin_dir: Path, run_dir: Path,
-               accel: str, hugetlb_pages: int, label: str = "") -> list[selftest_results.Outcome]:
+               guest: vm.GuestRequest, hugetlb_pages: int, label: str = "") -> list[selftest_results.Outcome]:
     """Boot `kernel` once and run `tests` (output in run_dir/<variant><label>); raises
     only if the guest itself failed."""
     name = kernel.variant + label
@@ -178,10 +178,10 @@ def run_kernel(kernel: build.Kernel, tests: tuple[Selftest, ...], bin_dir: Path,
     script = out_dir / "selftests.sh"
     script.write_text(guest_script(tests, bin_dir, out_dir, hugetlb_pages))
     spec = vm.BootSpec(image=kernel.image, kernel=kernel.variant, name=f"selftests-{name}",
-                       script=f"bash {shlex.quote(str(script))}", memory_bytes=GUEST_MEMORY, cpus=2,
+                       script=f"bash {shlex.quote(str(script))}", memory_bytes=GUEST_MEMORY, cpus=guest.cpus,
                        append=[vm.SKIP_KUNIT, "hugepagesz=1G", f"hugepages={GIGANTIC_PAGES}"],
                        timeout_s=300 + sum(t.timeout_s + 20 for t in tests))
-    vm.boot_script(spec, run_dir, accel)
+    vm.boot_script(spec, run_dir, guest.accel)
     return [collect(t, out_dir, kernel.src) for t in tests]
 
 
@@ -192,7 +192,8 @@ RECHECK = "-recheck"
 class SelftestsRequest:
     tests: tuple[Selftest, ...] = SELFTESTS
     variants: tuple[str, ...] = ("base", "series")
-    accel: str = "auto"
+    # its memory and timeout are its own: GUEST_MEMORY, and the programs' limits
+    guest: vm.GuestRequest = field(default_factory=vm.GuestRequest)
     hugetlb_pages: int = HUGETLB_POOL_BYTES // HUGEPAGE_BYTES
     linux: Linux = kernels.DEFAULT
 
@@ -204,8 +205,9 @@ def run(request: SelftestsRequest, jobs: int | None = None) -> tuple[Path, list[
     bin_dir = build_selftests(request.tests, jobs or 2, request.linux)
     run_dir = results.new_run_dir("selftests")
     first = next(iter(built.values()))
-    accel = vm.resolve_accel(request.accel, first.image, run_dir, first.variant)
-    columns = {v: run_kernel(k, request.tests, bin_dir, run_dir, accel, request.hugetlb_pages)
+    accel = vm.resolve_accel(request.guest.accel, first.image, run_dir, first.variant)
+    guest = replace(request.guest, accel=accel)
+    columns = {v: run_kernel(k, request.tests, bin_dir, run_dir, guest, request.hugetlb_pages)
                for v, k in built.items()}
     names = [t.name for t in request.tests]
     problems = selftest_results.judge(columns)
@@ -218,7 +220,7 @@ def run(request: SelftestsRequest, jobs: int | None = None) -> tuple[Path, list[
         lost = tuple(t for t in request.tests if t.name in lost_names)
         print(f"meminit: rechecking on both kernels: {', '.join(t.name for t in lost)}",
               file=sys.stderr, flush=True)
-        rechecked = {v: run_kernel(k, lost, bin_dir, run_dir, accel, request.hugetlb_pages, RECHECK)
+        rechecked = {v: run_kernel(k, lost, bin_dir, run_dir, guest, request.hugetlb_pages, RECHECK)
                      for v, k in built.items()}
         again = selftest_results.judge(rechecked)
         flaky = selftest_results.recheck_verdict(problems, again, names)
@@ -243,7 +245,7 @@ def run(request: SelftestsRequest, jobs: int | None = None) -> tuple[Path, list[
 def _cmd_selftests(args: argparse.Namespace) -> int:
     request = SelftestsRequest(tests=FAST if args.fast else select(args.test),
                                variants=tuple(args.kernel or ("base", "series")),
-                               accel=args.accel, hugetlb_pages=args.hugetlb_pages,
+                               guest=options.guest_from(args), hugetlb_pages=args.hugetlb_pages,
                                linux=options.linux_from(args))
     _, problems = run(request, args.jobs)
     if problems:
@@ -268,6 +270,5 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="default-size huge pages reserved first (default: 256 MiB worth, "
                         "as run_vmtests.sh; 0: none)")
     p.add_argument("-j", "--jobs", type=options.integer(), help="build jobs (default: CPUs)")
-    p.add_argument("--accel", choices=["auto", "kvm", "tcg"], default="auto",
-                   help="QEMU accelerator (default: KVM if a trial guest boots, else TCG)")
+    options.add_guest_options(p, "accel")
     p.set_defaults(func=_cmd_selftests)

@@ -24,7 +24,7 @@ import re
 import shlex
 import statistics
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from meminit import build, deps, kernels, memmap_log, results, source, tables, units, vm
@@ -37,6 +37,7 @@ from meminit.soak_guest import (FAULT_KINDS, FINAL_CYCLE, HASH, SOAK_FILE,
 
 DEFAULT_CYCLES = 100
 SHORT_CYCLES = 6  # `meminit test --long`: every mode, both fault kinds
+TIMEOUT_S = 7200  # the guest's, unless --timeout
 DEFAULT_PMEM = 1536 << 20  # above the 1 GiB threaded-init threshold for fsdax map=dev
 # With the device unbound and caches dropped, what may differ from the first cycle: page
 # allocator and slab caches, kmemleak's own objects and per-CPU lists move by a few MiB
@@ -255,11 +256,8 @@ class SoakRequest:
     pmem_size: int = DEFAULT_PMEM
     hotplug: bool = True
     inject: bool = True
-    accel: str = "auto"
-    cpus: int = 2
-    append: list[str] = field(default_factory=list)
-    timeout_s: int = 7200
     linux: Linux = kernels.DEFAULT
+    guest: vm.GuestRequest = field(default_factory=vm.GuestRequest)  # memory: the pmem layout's
 
 
 @dataclass
@@ -281,7 +279,7 @@ class SoakOutcome:
 
 def soak(kernel: build.Kernel, request: SoakRequest, run_dir: Path) -> SoakOutcome:
     """Boot `kernel` once, run the cycles, check them; raises only if the guest failed."""
-    if request.hotplug and request.cpus < 2:
+    if request.hotplug and request.guest.cpus < 2:
         raise MeminitError("the soak's CPU hotplug loop needs at least 2 guest CPUs (--no-hotplug)")
     script = run_dir / "soak.sh"
     symbols = fault_range(kernel.out / "vmlinux") if request.inject else None
@@ -295,12 +293,12 @@ def soak(kernel: build.Kernel, request: SoakRequest, run_dir: Path) -> SoakOutco
     # the test guest's topology: the pmem on a node with memory and no CPUs
     spec = vm.BootSpec(image=kernel.image, kernel=kernel.variant, name="soak",
                        script=f"bash {shlex.quote(str(script))}",
-                       memory_bytes=memory, cpus=request.cpus,
-                       numa=vm.numa_pmem_layout(memory, request.cpus),
+                       memory_bytes=memory, cpus=request.guest.cpus,
+                       numa=vm.numa_pmem_layout(memory, request.guest.cpus),
                        # every mark and timing line of a 100-cycle soak must stay in dmesg
-                       append=[*params, vm.SKIP_KUNIT, "log_buf_len=16M", *request.append],
-                       timeout_s=request.timeout_s, leaks_judged_by_caller=True)
-    result = vm.boot_script(spec, run_dir, request.accel)
+                       append=[*params, vm.SKIP_KUNIT, "log_buf_len=16M", *request.guest.append],
+                       timeout_s=request.guest.timeout or TIMEOUT_S, leaks_judged_by_caller=True)
+    result = vm.boot_script(spec, run_dir, request.guest.accel)
     records = parse_records((run_dir / SOAK_FILE).read_text())
     inits = parse_inits(result.dmesg.read_text(errors="replace"))
     verdicts = []
@@ -318,12 +316,12 @@ def run(request: SoakRequest, jobs: int | None = None) -> SoakOutcome:
     deps.ensure(deps.GUEST)
     kernel = build.build_variants(["debug"], jobs=jobs, linux=request.linux)["debug"]
     run_dir = results.new_run_dir("soak")
-    accel = vm.resolve_accel(request.accel, kernel.image, run_dir, kernel.variant)
-    request = SoakRequest(**{**request.__dict__, "accel": accel})
+    accel = vm.resolve_accel(request.guest.accel, kernel.image, run_dir, kernel.variant)
+    request = replace(request, guest=replace(request.guest, accel=accel))
     outcome = soak(kernel, request, run_dir)
     results.write_json(run_dir, {
         "kind": "soak", "accel": accel, "kernel": kernel.release, "cycles": request.cycles,
-        "pmem_size": units.format_size(request.pmem_size), "guest_cpus": request.cpus,
+        "pmem_size": units.format_size(request.pmem_size), "guest_cpus": request.guest.cpus,
         "hotplug": outcome.hotplug, "fault_injection": request.inject,
         **source.provenance(request.linux),
         "tolerances": {"memfree_kb": MEMFREE_TOLERANCE_KB, "sunreclaim_kb": SUNRECLAIM_TOLERANCE_KB,
@@ -340,8 +338,8 @@ def run(request: SoakRequest, jobs: int | None = None) -> SoakOutcome:
 def _cmd_soak(args: argparse.Namespace) -> int:
     request = SoakRequest(scenarios=args.scenario or list(memmap_scenarios.BY_NAME), cycles=args.cycles,
                           pmem_size=args.pmem_size, hotplug=not args.no_hotplug,
-                          inject=not args.no_faults, accel=args.accel, cpus=args.cpus,
-                          append=args.append, timeout_s=args.timeout, linux=options.linux_from(args))
+                          inject=not args.no_faults, linux=options.linux_from(args),
+                          guest=options.guest_from(args))
     outcome = run(request, args.jobs)
     if outcome.problems:
         raise MeminitError("soak failed:\n  " + "\n  ".join(outcome.problems))
@@ -361,11 +359,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"emulated pmem size (default {units.format_size(DEFAULT_PMEM)}; multiple of 128M)")
     p.add_argument("--no-hotplug", action="store_true", help="do not offline/online CPU 1 meanwhile")
     p.add_argument("--no-faults", action="store_true", help="do not inject allocation failures")
-    p.add_argument("--timeout", type=options.integer(), default=7200, help="guest timeout in seconds")
+    options.add_guest_options(p, "timeout", timeout=TIMEOUT_S, timeout_help="guest timeout in seconds")
     p.add_argument("-j", "--jobs", type=options.integer(), help="kernel build jobs (default: CPUs)")
-    p.add_argument("--accel", choices=["auto", "kvm", "tcg"], default="auto",
-                   help="QEMU accelerator (default: KVM if a trial guest boots, else TCG)")
-    p.add_argument("--cpus", type=options.integer(), default=2, help="guest CPUs (default 2)")
-    p.add_argument("--append", action="append", default=[], metavar="PARAM",
-                   help="extra kernel parameter (repeatable)")
+    options.add_guest_options(p, "accel", "cpus", "append")
     p.set_defaults(func=_cmd_soak)

@@ -33,6 +33,8 @@ PMEM_OFFSET = 4 * GIB
 # Ordinary RAM the guest keeps for itself beside the pmem (low RAM + this much high RAM).
 GUEST_HEADROOM = 1 * GIB
 DEFAULT_MEMORY = 4 * GIB
+DEFAULT_CPUS = 2
+DEFAULT_TIMEOUT_S = 900
 
 
 def host_tsc_khz(cpuinfo: str) -> int | None:
@@ -79,16 +81,30 @@ KERNEL_FAILURE = re.compile(
 KMEMLEAK_FOUND = re.compile(r"kmemleak: \d+ new suspected memory leaks")
 
 
+@dataclass(frozen=True)
+class GuestRequest:
+    """What a command that boots guests was asked of them, the same on every such command:
+    the accelerator (auto: KVM if a trial guest boots, else TCG), CPUs, memory, extra kernel
+    parameters and the timeout in seconds. Memory and timeout None: the command's or the
+    scenario's own (soak and selftests size and time their guests themselves)."""
+
+    accel: str = "auto"
+    cpus: int = DEFAULT_CPUS
+    memory: int | None = None
+    append: list[str] = field(default_factory=list)
+    timeout: int | None = None
+
+
 @dataclass
 class BootSpec:
     image: Path
     name: str
     script: str
     kernel: str = ""  # the kernel's name in messages (series, base, debug)
-    memory_bytes: int = 4 * GIB
-    cpus: int = 2
+    memory_bytes: int = DEFAULT_MEMORY
+    cpus: int = DEFAULT_CPUS
     append: list[str] = field(default_factory=list)
-    timeout_s: int = 900
+    timeout_s: int = DEFAULT_TIMEOUT_S
     numa: list[str] = field(default_factory=list)  # vng --numa arguments, one per node
     # host directories the guest may write to, its writes kept in memory (vng --overlay-rwdir)
     overlay_dirs: list[str] = field(default_factory=list)

@@ -1,18 +1,20 @@
 """What several commands' options share (only commands/ and cli.py see argparse).
 
 The types of the numeric and size options, which refuse a bad value at parse time (exit 2,
-the option named, before anything is built or booted), in units' one grammar of sizes; and
---linux, the same on every command that takes a kernel.
+the option named, before anything is built or booted), in units' one grammar of sizes;
+--linux, the same on every command that takes a kernel; and the guest options (vm.GuestRequest),
+the same on every command that boots a guest.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any
 
-from meminit import kernels, units
+from meminit import kernels, units, vm
 from meminit.errors import MeminitError
 from meminit.kernels import Linux
 
@@ -107,3 +109,34 @@ def as_text(check: OptionType) -> OptionType:
 def explained(read: Callable[[str], Any], kind: str, accepts: str) -> OptionType:
     """An existing reader as an option type: its MeminitError, told after what the option accepts."""
     return OptionType(kind, accepts, read, explain=True)
+
+
+# ---------------------------------------------------------------- guests
+
+GUEST_OPTIONS = ("accel", "cpus", "memory", "append")
+
+
+def add_guest_options(p: argparse.ArgumentParser, *names: str, timeout: int | None = None,
+                      timeout_help: str | None = None) -> None:
+    """vm.GuestRequest's options `names` in that order (default GUEST_OPTIONS; "timeout", whose
+    default is the command's own `timeout`, only when named: the commands that take it put it
+    before their -j)."""
+    defaults = vm.GuestRequest()
+    specs: dict[str, dict[str, Any]] = {
+        "accel": dict(choices=["auto", "kvm", "tcg"], default=defaults.accel,
+                      help="QEMU accelerator (default: KVM if a trial guest boots, else TCG)"),
+        "cpus": dict(type=integer(), default=defaults.cpus, help=f"guest CPUs (default {defaults.cpus})"),
+        "memory": dict(type=size(multiple=units.MIB), default=defaults.memory,
+                       help="guest memory, e.g. 8G, a multiple of 1M (default: what the scenario needs)"),
+        "append": dict(action="append", default=[], metavar="PARAM", help="extra kernel parameter (repeatable)"),
+        "timeout": dict(type=integer(), default=timeout,
+                        help=timeout_help or f"guest timeout in seconds (default {timeout})"),
+    }
+    for name in names or GUEST_OPTIONS:
+        p.add_argument(f"--{name}", **specs[name])
+
+
+def guest_from(args: argparse.Namespace) -> vm.GuestRequest:
+    """The guest request of a command's options; what the command does not offer, the default."""
+    return vm.GuestRequest(**{f.name: getattr(args, f.name) for f in dataclasses.fields(vm.GuestRequest)
+                              if hasattr(args, f.name)})

@@ -9,9 +9,9 @@ from typing import Any
 
 from meminit import build, deps, hostinfo, results, source, units, vm
 from meminit.commands import options
-from meminit.commands.boot import add_guest_options
 from meminit.errors import MeminitError
 from meminit.scenarios import DEFAULT, REGISTRY, RunRequest, fault_latency, plot, render
+from meminit.scenarios.base import TIMEOUT_S
 
 
 def run(req: RunRequest) -> Path:
@@ -28,9 +28,9 @@ def run(req: RunRequest) -> Path:
     built = build.build_variants(req.kernels, jobs=req.jobs, linux=req.linux)
     run_dir = results.new_run_dir("run")
     first = built[req.kernels[0]]
-    accel = vm.resolve_accel(req.accel, first.image, run_dir, first.variant)
+    accel = vm.resolve_accel(req.guest.accel, first.image, run_dir, first.variant)
     result: dict[str, Any] = {
-        "kind": "memmap", "host_cpu": hostinfo.cpu_model(), "accel": accel, "guest_cpus": req.cpus,
+        "kind": "memmap", "host_cpu": hostinfo.cpu_model(), "accel": accel, "guest_cpus": req.guest.cpus,
         "init_threads": req.init_threads,
         "guest_memory": units.format_size(max(memories)), "pmem_size": units.format_size(req.pmem_size),
         "rebinds": req.rebinds, **source.provenance(req.linux),
@@ -49,8 +49,7 @@ def run(req: RunRequest) -> Path:
 def request_from(args: argparse.Namespace) -> RunRequest:
     return RunRequest(
         scenarios=args.scenario or [DEFAULT], kernels=args.kernels, linux=options.linux_from(args),
-        accel=args.accel, cpus=args.cpus,
-        memory=args.memory, append=args.append, timeout=args.timeout, jobs=args.jobs,
+        guest=options.guest_from(args), jobs=args.jobs,
         variants=args.variants, pmem_size=args.pmem_size, init_threads=args.init_threads,
         rebinds=args.rebinds, fork_vmas=args.fork_vmas, fork_seconds=args.fork_seconds,
         fork_reps=args.fork_reps, fault_size=args.fault_size, fault_reps=args.fault_reps,
@@ -115,7 +114,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fault-latency scenario, diagnostic: trace scheduler, IRQ and timer events "
                         "and stop each cell at its first wakeup this late, keeping the trace "
                         "and printing its longest silence (default 0: off)")
-    p.add_argument("--timeout", type=options.integer(), default=d.timeout, help=f"guest timeout in seconds (default {d.timeout})")
+    options.add_guest_options(p, "timeout", timeout=TIMEOUT_S)
     p.add_argument("-j", "--jobs", type=options.integer(), help="kernel build jobs (default: CPUs)")
-    add_guest_options(p)
+    options.add_guest_options(p)
     p.set_defaults(func=_cmd_run)

@@ -18,6 +18,9 @@ from meminit import build, forkbench, vm
 from meminit.kernels import KERNELS, LTS, Linux
 from meminit.units import GIB
 
+TIMEOUT_S = 1200  # a guest's timeout in a run, unless --timeout
+
+
 @dataclass(frozen=True)
 class RunRequest:
     """Everything `meminit run` was asked, typed; each scenario reads its own fields.
@@ -28,11 +31,7 @@ class RunRequest:
     scenarios: list[str]
     kernels: list[str] = field(default_factory=lambda: ["series", "base"])
     linux: Linux = LTS  # which kernel's base and series (--linux; the LTS by default)
-    accel: str = "auto"
-    cpus: int = 2
-    memory: int | None = None
-    append: list[str] = field(default_factory=list)
-    timeout: int = 1200
+    guest: vm.GuestRequest = field(default_factory=vm.GuestRequest)  # timeout None: TIMEOUT_S
     jobs: int | None = None
     # memmap scenarios
     variants: list[str] = field(default_factory=lambda: ["all"])
@@ -80,7 +79,7 @@ class Scenario(ABC):
 
     def guest_memory(self, req: RunRequest) -> int:
         """Guest RAM; refuses sizes the guest cannot hold before anything is built."""
-        return req.memory or vm.DEFAULT_MEMORY
+        return req.guest.memory or vm.DEFAULT_MEMORY
 
     def boot_parameters(self, req: RunRequest) -> list[str]:
         """Kernel parameters every guest of this scenario needs."""
@@ -119,8 +118,9 @@ class Scenario(ABC):
             script.write_text(self.guest_script(req, boot, run_dir))
             spec = vm.BootSpec(image=kernels[boot.kernel].image, name=boot.name, kernel=boot.kernel,
                                script=f"bash {shlex.quote(str(script))}",
-                               memory_bytes=self.guest_memory(req), cpus=boot.cpus or req.cpus,
-                               append=[*boot.parameters, vm.SKIP_KUNIT, *req.append], timeout_s=req.timeout)
+                               memory_bytes=self.guest_memory(req), cpus=boot.cpus or req.guest.cpus,
+                               append=[*boot.parameters, vm.SKIP_KUNIT, *req.guest.append],
+                               timeout_s=req.guest.timeout or TIMEOUT_S)
             result = vm.boot_script(spec, run_dir, accel, output=self.output(boot, run_dir))
             samples[boot] = self.collect(req, boot, result, run_dir)
         return {"name": self.name, "kind": self.kind, **self.entry(req, samples)}

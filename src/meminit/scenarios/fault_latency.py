@@ -351,12 +351,12 @@ class FaultLatencyScenario(Scenario):
                  "voluntary model on x86")
 
     def guest_memory(self, req: RunRequest) -> int:
-        return req.memory or GUEST_MEMORY
+        return req.guest.memory or GUEST_MEMORY
 
     def boots(self, req: RunRequest) -> list[Boot]:
         """One boot per preemption model and kernel, the kernels alternating within a model."""
         return [Boot(kernel=k, name=f"{self.name}-{k}-{model}", parameters=tuple(boot_parameters(model)),
-                     cpus=max(req.cpus, 2), detail=model) for model in req.preempt for k in req.kernels]
+                     cpus=max(req.guest.cpus, 2), detail=model) for model in req.preempt for k in req.kernels]
 
     @staticmethod
     def units_for(req: RunRequest, boot: Boot) -> list[str]:

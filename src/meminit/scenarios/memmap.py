@@ -44,9 +44,9 @@ class MemmapScenario(Scenario):
     def guest_layout(self, req: RunRequest) -> tuple[int, list[str]]:
         """Guest memory and kernel parameters; refuses pmem the guest cannot address."""
         if self.uses_pmem:
-            memory, memmap_param = vm.pmem_layout(req.pmem_size, req.memory)
+            memory, memmap_param = vm.pmem_layout(req.pmem_size, req.guest.memory)
             return memory, [memmap_param]
-        return req.memory or vm.DEFAULT_MEMORY, []
+        return req.guest.memory or vm.DEFAULT_MEMORY, []
 
     def boot_parameters(self, req: RunRequest) -> list[str]:
         return self.guest_layout(req)[1]

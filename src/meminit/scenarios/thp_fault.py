@@ -135,7 +135,7 @@ class ThpFaultScenario(Scenario):
     elsewhere = "7.3's base clears huge pages as the 6.12 series does (upstream's work), so base and series are the same there"
 
     def guest_memory(self, req: RunRequest) -> int:
-        return guest_memory(req.fault_size, req.memory)
+        return guest_memory(req.fault_size, req.guest.memory)
 
     def boot_parameters(self, req: RunRequest) -> list[str]:
         return boot_parameters(req.fault_size)
