@@ -23,8 +23,8 @@ COMMAND_MODULES = [
     "meminit.microbench",
     "meminit.bench_results",
     "meminit.maple_bench",
-    "meminit.soak",
-    "meminit.selftests",
+    "meminit.commands.soak",
+    "meminit.commands.selftests",
 ]
 
 

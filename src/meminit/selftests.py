@@ -10,7 +10,6 @@ base passes, on a recheck too.
 
 from __future__ import annotations
 
-import argparse
 import re
 import shlex
 import sys
@@ -18,7 +17,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from meminit import build, deps, kernels, results, selftest_results, source, vm
-from meminit.commands import options
 from meminit.errors import MeminitError
 from meminit.kernels import Linux
 
@@ -240,35 +238,3 @@ def run(request: SelftestsRequest, jobs: int | None = None) -> tuple[Path, list[
     print(table)
     print(f"results: {run_dir / 'result.json'}", file=sys.stderr)
     return run_dir, problems
-
-
-def _cmd_selftests(args: argparse.Namespace) -> int:
-    request = SelftestsRequest(tests=FAST if args.fast else select(args.test),
-                               variants=tuple(args.kernel or ("base", "series")),
-                               guest=options.guest_from(args), hugetlb_pages=args.hugetlb_pages,
-                               linux=options.linux_from(args))
-    _, problems = run(request, args.jobs)
-    if problems:
-        raise MeminitError("selftests failed:\n  " + "\n  ".join(problems))
-    print("selftests: the series passes everything base passes" if set(request.variants) == {"base", "series"}
-          else f"selftests: every program passed or skipped on {', '.join(request.variants)}")
-    return 0
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("selftests", help="the kernel's mm selftests (THP, hugetlb, COW, uffd, GUP) "
-                                         "on base and series, side by side")
-    p.add_argument("test", nargs="*", help="programs to run (default: all of them: "
-                                           f"{', '.join(sorted({t.binary for t in SELFTESTS}))})")
-    p.add_argument("--fast", action="store_true",
-                   help=f"only the test command's subset ({', '.join(t.name for t in FAST)})")
-    options.add_linux_option(p)
-    p.add_argument("--kernel", action="append", choices=["base", "series", "debug"],
-                   help="kernel to run them on (repeatable; default: base and series)")
-    p.add_argument("--hugetlb-pages", type=options.integer(0, note="0: none"),
-                   default=HUGETLB_POOL_BYTES // HUGEPAGE_BYTES,
-                   help="default-size huge pages reserved first (default: 256 MiB worth, "
-                        "as run_vmtests.sh; 0: none)")
-    p.add_argument("-j", "--jobs", type=options.integer(), help="build jobs (default: CPUs)")
-    options.add_guest_options(p, "accel")
-    p.set_defaults(func=_cmd_selftests)

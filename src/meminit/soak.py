@@ -18,7 +18,6 @@ last cycles against those of the first (see evaluate()).
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import shlex
@@ -28,7 +27,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from meminit import build, deps, kernels, memmap_log, results, source, tables, units, vm
-from meminit.commands import options
 from meminit.scenarios import memmap as memmap_scenarios
 from meminit.errors import MeminitError
 from meminit.kernels import Linux
@@ -333,33 +331,3 @@ def run(request: SoakRequest, jobs: int | None = None) -> SoakOutcome:
     print(outcome.table)
     print(f"results: {run_dir / 'result.json'}", file=sys.stderr)
     return outcome
-
-
-def _cmd_soak(args: argparse.Namespace) -> int:
-    request = SoakRequest(scenarios=args.scenario or list(memmap_scenarios.BY_NAME), cycles=args.cycles,
-                          pmem_size=args.pmem_size, hotplug=not args.no_hotplug,
-                          inject=not args.no_faults, linux=options.linux_from(args),
-                          guest=options.guest_from(args))
-    outcome = run(request, args.jobs)
-    if outcome.problems:
-        raise MeminitError("soak failed:\n  " + "\n  ".join(outcome.problems))
-    print("soak passed")
-    return 0
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("soak", help="bind/unbind cycles on the debug kernel: same struct pages, "
-                                    "no splat, no leak, CPU hotplug and injected faults survived")
-    options.add_linux_option(p)
-    p.add_argument("--cycles", type=options.integer(), default=DEFAULT_CYCLES,
-                   help=f"cycles per scenario (default {DEFAULT_CYCLES}; `test --long` runs {SHORT_CYCLES})")
-    p.add_argument("--scenario", action="append", choices=list(memmap_scenarios.BY_NAME),
-                   help="scenario to soak (repeatable; default: all of them)")
-    p.add_argument("--pmem-size", type=options.size(multiple=128 * units.MIB), default=DEFAULT_PMEM,
-                   help=f"emulated pmem size (default {units.format_size(DEFAULT_PMEM)}; multiple of 128M)")
-    p.add_argument("--no-hotplug", action="store_true", help="do not offline/online CPU 1 meanwhile")
-    p.add_argument("--no-faults", action="store_true", help="do not inject allocation failures")
-    options.add_guest_options(p, "timeout", timeout=TIMEOUT_S, timeout_help="guest timeout in seconds")
-    p.add_argument("-j", "--jobs", type=options.integer(), help="kernel build jobs (default: CPUs)")
-    options.add_guest_options(p, "accel", "cpus", "append")
-    p.set_defaults(func=_cmd_soak)
