@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from meminit import build, deps, kconfig, package, proc, source
+from meminit import build, compile_checks, deps, kconfig, kernels, package, proc, source
 from meminit.errors import MeminitError
 
 from conftest import made_deb
@@ -47,7 +47,9 @@ def test_configs_map_to_kernels_and_build_dirs(tmp_path):
     assert package.config_for("meminit", TREES).kernel.variant == "series"
     assert package.config_for("debug", TREES).kernel.variant == "debug"
     debian = package.config_for("debian", TREES)
-    assert (debian.base_config, debian.kernel.localversion) == (package.DEBIAN_CONFIG, "-meminit-debian")
+    assert debian.base_config == Path("/usr/src/linux-config-6.12/config.amd64_none_amd64.xz")
+    assert debian.base_config == compile_checks.debian_config_path(kernels.LTS)
+    assert debian.kernel.localversion == "-meminit-debian"
     mine = tmp_path / "Big Box.config"
     mine.write_text("CONFIG_64BIT=y\nCONFIG_X86_64=y\n")
     custom = package.config_for(str(mine), TREES)

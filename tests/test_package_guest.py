@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from meminit import build, cli, deps, kconfig, package, proc, results, source, vm
+from meminit import build, cli, compile_checks, deps, kconfig, kernels, package, proc, results, source, vm
 
 pytestmark = pytest.mark.kernel
 
@@ -110,7 +110,7 @@ def test_the_packaged_kernel_boots(packaged, capsys):
 def test_debian_s_config_takes_what_measure_needs(lts_kernel_trees, with_series, tmp_path):
     """`package --config debian [--base]` as far as its config: configure_from_file fails
     naming any option of config/package.config or the series that olddefconfig drops."""
-    deps.ensure({"linux-config-6.12": str(package.DEBIAN_CONFIG)})
+    deps.ensure({"linux-config-6.12": str(compile_checks.debian_config_path(kernels.LTS))})
     config = package.config_for("debian", lts_kernel_trees, with_series)
     config = replace(config, kernel=replace(config.kernel, out=tmp_path / "out"))
     package.configure_from_file(config)

@@ -7,12 +7,13 @@ import argparse
 import pytest
 
 from meminit import testing
+from meminit.commands import test as command
 from meminit.errors import MeminitError
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    testing.register(parser.add_subparsers())
+    command.register(parser.add_subparsers())
     return parser.parse_args(["test", *argv])
 
 

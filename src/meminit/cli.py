@@ -13,13 +13,13 @@ from meminit.errors import MeminitError
 # Modules that contribute subcommands through register(subparsers).
 COMMAND_MODULES = [
     "meminit.commands.kernel",
-    "meminit.configs",
+    "meminit.commands.check_configs",
     "meminit.commands.boot",
     "meminit.commands.run",
     "meminit.commands.measure",
-    "meminit.package",
+    "meminit.commands.package",
     "meminit.commands.report",
-    "meminit.testing",
+    "meminit.commands.test",
     "meminit.microbench",
     "meminit.bench_results",
     "meminit.maple_bench",

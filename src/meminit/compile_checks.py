@@ -30,16 +30,25 @@ def config_package(linux: Linux) -> str:
     return f"linux-config-{linux.version}"
 
 
+def _config_root(linux: Linux) -> Path:
+    """Where the kernel's linux-config package is: installed (/), or fetched and unpacked."""
+    return paths.WORK / "sources" / f"{linux.version}-config" if linux.suite else Path("/")
+
+
+def debian_config_path(linux: Linux) -> Path:
+    """Where debian_config() finds Debian's amd64 config of the kernel, nothing installed or
+    fetched yet (`package --config debian` asks for the package with its build tools)."""
+    return _config_root(linux) / "usr" / "src" / config_package(linux) / DEBIAN_CONFIG
+
+
 def debian_config(linux: Linux) -> Path:
     """Debian's amd64 config of the kernel's own linux-config package: installed from the
     machine's apt sources (6.12) or fetched like the kernel's source (7.3), then unpacked."""
-    package = config_package(linux)
+    package, path = config_package(linux), debian_config_path(linux)
     if not linux.suite:
-        path = Path("/usr/src") / package / DEBIAN_CONFIG
         deps.ensure({package: str(path)})
         return path
-    root = paths.WORK / "sources" / f"{linux.version}-config"
-    path = root / "usr" / "src" / package / DEBIAN_CONFIG
+    root = _config_root(linux)
     if not path.exists():
         deb = deps.fetch_deb(package, linux.suite, paths.WORK / "apt" / linux.suite, paths.WORK / "apt" / "debs")
         shutil.rmtree(root, ignore_errors=True)

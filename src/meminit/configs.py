@@ -14,7 +14,6 @@ boot nothing, are compile_checks'.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import threading
@@ -23,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from meminit import compile_checks, deps, kernels, ktap, paths, proc, source, vm
-from meminit.commands import options
 from meminit.errors import MeminitError
 from meminit.kernels import Linux
 
@@ -235,22 +233,3 @@ def expand_targets(names: list[str], linux: Linux = kernels.LTS) -> list[str]:
     named = groups(linux)
     out = [t for n in names or ["kunit"] for t in named.get(n, [n])]
     return list(dict.fromkeys(out))
-
-
-def _cmd_check_configs(args: argparse.Namespace) -> int:
-    linux = options.linux_from(args)
-    check_configs(expand_targets(args.targets, linux), args.jobs, linux)
-    return 0
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("check-configs",
-                       help="build and run the series' KUnit suites on ARCH=um, arm64, i386 and "
-                            "x86-64 without a virtual memmap (kunit.py); compile the touched "
-                            "directories under Debian's config, allnoconfig, allmodconfig, riscv64")
-    p.add_argument("targets", nargs="*", metavar="TARGET",
-                   help=f"KUnit: {', '.join(TARGETS)} (group 'kunit', the default); compile "
-                        f"only: {', '.join(compile_checks.COMPILE_TARGETS)} (group 'compile'); 'all' for both")
-    p.add_argument("-j", "--jobs", type=options.integer(), help="parallel jobs (default: number of CPUs)")
-    options.add_linux_option(p)
-    p.set_defaults(func=_cmd_check_configs)

@@ -15,7 +15,6 @@ install, with the series' options laid over it), or a config file.
 
 from __future__ import annotations
 
-import argparse
 import lzma
 import os
 import shutil
@@ -25,8 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import build, deps, kconfig, kernels, paths, proc, source
-from meminit.commands import options
+from meminit import build, compile_checks, deps, kconfig, kernels, paths, proc, source
 from meminit.errors import MeminitError
 from meminit.units import GIB, format_size
 
@@ -34,7 +32,6 @@ PACKAGING = {
     "dpkg-dev": "/usr/bin/dpkg-buildpackage",
     "debhelper": "/usr/bin/dh_prep",
 }
-DEBIAN_CONFIG = Path("/usr/src/linux-config-6.12/config.amd64_none_amd64.xz")
 PACKAGES_DIR = paths.WORK / "packages"
 MAINTAINER = ("meminit developers", "meminit@localhost")
 # Free space a build needs in work/, checked before it starts. Our configs' build trees
@@ -70,7 +67,7 @@ def config_for(choice: str, trees: source.Trees, with_series: bool = True) -> Pa
         variant = "base" if not with_series else "series" if choice == "meminit" else "debug"
         return PackageConfig(choice, build.kernel_for(variant, trees), None, with_series)
     if choice == "debian":
-        base = DEBIAN_CONFIG
+        base = compile_checks.debian_config_path(kernels.LTS)
     else:
         base = Path(choice)
         if not base.is_file():
@@ -129,7 +126,7 @@ def preflight(config: PackageConfig) -> None:
     """Say before building what would stop the build: packages, config file, disk space."""
     needed = {**deps.KERNEL_BUILD, **PACKAGING}
     if config.name == "debian":
-        needed["linux-config-6.12"] = str(DEBIAN_CONFIG)
+        needed[compile_checks.config_package(kernels.LTS)] = str(compile_checks.debian_config_path(kernels.LTS))
     deps.ensure(needed)
     # a built tree is only relinked and packaged
     built = (config.kernel.out / "vmlinux").exists()
@@ -271,20 +268,3 @@ def without_libc_dev(control: Path) -> None:
     (its version sorts higher) and take their updates away."""
     stanzas = control.read_text().split("\n\n")
     control.write_text("\n\n".join(s for s in stanzas if not s.startswith("Package: linux-libc-dev")))
-
-
-def _cmd_package(args: argparse.Namespace) -> int:
-    package(args.config, args.jobs, with_series=not args.base)
-    return 0
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("package", help="build Debian packages (linux-image, linux-headers) of the series")
-    p.add_argument("--config", default="meminit", metavar="meminit|debug|debian|FILE",
-                   help="meminit: the run kernels' trimmed config (default; boots QEMU guests, few real "
-                        "machines); debug: the test command's; debian: Debian's amd64 config from "
-                        "linux-config-6.12 with the series' options; or a config file")
-    p.add_argument("--base", action="store_true",
-                   help="the pristine source with the same config, no series: the base line to measure against")
-    p.add_argument("-j", "--jobs", type=options.integer(), help="build jobs (default: CPUs)")
-    p.set_defaults(func=_cmd_package)

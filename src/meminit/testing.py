@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 from meminit import kernels, paths, proc
-from meminit.commands import options
 from meminit.errors import MeminitError
+from meminit.kernels import Linux
 
 
 def pytest_command(quick: bool, extra: list[str], long: bool = False) -> list[str]:
@@ -26,26 +25,15 @@ def pytest_command(quick: bool, extra: list[str], long: bool = False) -> list[st
     return cmd + extra
 
 
-def _cmd_test(args: argparse.Namespace) -> int:
-    linux = options.linux_from(args)
-    if args.quick and args.long:
+def run_tests(quick: bool, long: bool, extra: list[str], linux: Linux) -> int:
+    """pytest_command() run on the terminal, the kernel tests on `linux`; pytest's exit code."""
+    if quick and long:
         raise MeminitError("--quick skips every guest, --long adds guests: pick one")
-    cmd = pytest_command(args.quick, args.pytest_args, args.long)
-    what = "unit tests" if args.quick else \
+    cmd = pytest_command(quick, extra, long)
+    what = "unit tests" if quick else \
         f"unit tests, then the kernel build/boot/KUnit tests on Linux {linux.version}"
-    if args.long:
+    if long:
         what += ", with the long guest tests (soak, selftests, measure, package)"
     print(f"meminit: running {what}: {' '.join(cmd[2:])}", file=sys.stderr, flush=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1", **{kernels.ENV: linux.version})
     return proc.interactive(cmd, cwd=paths.REPO, env=env)
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("test", help="run the tests (pytest; builds and boots the series kernel)")
-    p.add_argument("--quick", action="store_true", help="skip tests that build or boot a kernel")
-    p.add_argument("--long", action="store_true",
-                   help="also boot the long commands' guests (soak, mm selftests, measure, package): "
-                        "before a submission; CI skips them")
-    options.add_linux_option(p)
-    p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra pytest arguments after --")
-    p.set_defaults(func=_cmd_test)

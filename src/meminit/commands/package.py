@@ -1,0 +1,25 @@
+"""`meminit package`: Debian packages of the series (package.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+from meminit import package
+from meminit.commands import options
+
+
+def _cmd_package(args: argparse.Namespace) -> int:
+    package.package(args.config, args.jobs, with_series=not args.base)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("package", help="build Debian packages (linux-image, linux-headers) of the series")
+    p.add_argument("--config", default="meminit", metavar="meminit|debug|debian|FILE",
+                   help="meminit: the run kernels' trimmed config (default; boots QEMU guests, few real "
+                        "machines); debug: the test command's; debian: Debian's amd64 config from "
+                        "linux-config-6.12 with the series' options; or a config file")
+    p.add_argument("--base", action="store_true",
+                   help="the pristine source with the same config, no series: the base line to measure against")
+    p.add_argument("-j", "--jobs", type=options.integer(), help="build jobs (default: CPUs)")
+    p.set_defaults(func=_cmd_package)
