@@ -333,7 +333,7 @@ def test_microbench_measures_nothing_when_verify_fails(monkeypatch, tmp_path):
     monkeypatch.setattr(microbench.proc, "stream", lambda *a, **k: pytest.fail("measured after a failed verify"))
     args = cli.make_parser().parse_args(["microbench", "--quick", "--out", str(tmp_path / "out")])
     with pytest.raises(MeminitError, match="nothing measured(.|\n)*record 7 differs"):
-        microbench.run(args)
+        args.func(args)
     assert not (tmp_path / "out").exists()
 
 

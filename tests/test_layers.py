@@ -17,13 +17,14 @@ LAYERS = {
                    "hostinfo", "deps", "kernels"},
     "libraries": {"source", "kconfig", "build", "checks", "compile_checks", "vm", "ktap", "selftest_results", "benchbin",
                   "bench_stats", "bench_render", "auto_replay", "hugetlb", "memmap_log", "forkbench", "maple_harness", "mail",
-                  "devices", "host_measure", "selftests", "configs", "package", "testing"},
+                  "devices", "host_measure", "selftests", "configs", "package", "testing", "microbench", "bench_results",
+                  "maple_bench"},
     "scenarios": {"scenarios", "scenarios.base", "scenarios.memmap", "scenarios.fork",
                   "scenarios.thp_fault", "scenarios.fault_latency", "soak_guest", "soak"},
     "commands": {"cli", "__main__", "__init__", "commands", "commands.options", "commands.boot", "commands.kernel",
                  "commands.run", "commands.report", "commands.measure", "commands.cover_letter", "commands.soak",
-                 "commands.selftests", "commands.check_configs", "commands.package", "commands.test", "microbench",
-                 "bench_results", "maple_bench"},
+                 "commands.selftests", "commands.check_configs", "commands.package", "commands.test",
+                 "commands.microbench", "commands.bench_results", "commands.maple_bench"},
 }
 # proc runs every tool; vm.boot alone drives its child itself (the guest's timeout, the console copy)
 SUBPROCESS_USERS = {"proc", "vm"}

@@ -4,7 +4,6 @@ kernel slow path, every clearing strategy exact), run at a small size."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 from pathlib import Path
@@ -405,13 +404,12 @@ def test_run_mode_learning_auto_reports_its_rounds(bench_binary: Path):
 
 
 def test_auto_sweep_preset_and_explicit_options():
-    args = argparse.Namespace(quick=False, auto_sweep=True, **{n: None for n in mb.PROFILES})
-    opts = mb.option_values(args)
+    opts = mb.option_values(mb.MicrobenchRequest(auto_sweep=True, profile={n: None for n in mb.PROFILES}))
     assert opts["fill"] == "slow,template,movntdq,auto" and opts["threads"] == "1,2"
     assert opts["split"] == "chunked" and opts["clear"] == "none" and opts["scale_fill"] == "none"
     assert opts["sizes"] == "4M,16M,64M,256M,1G" and opts["dests"] == "cold,warm,readback"
-    args.sizes = "4M"
-    assert mb.option_values(args)["sizes"] == "4M"
+    assert mb.option_values(mb.MicrobenchRequest(auto_sweep=True, profile={"sizes": "4M"}))["sizes"] == "4M"
+    assert mb.option_values(mb.MicrobenchRequest(quick=True))["sizes"] == "4M,64M"
 
 
 def test_bench_and_scaling_commands():

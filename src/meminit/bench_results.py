@@ -1,4 +1,4 @@
-"""`meminit bench-results`: bench/results/ keeps one summary per CPU model that
+"""`meminit bench-results` (commands/bench_results.py): bench/results/ keeps one summary per CPU model that
 `./meminit microbench` ran on, and bench/README.md shows one table across them (issue 14).
 
 A summary comes from a run directory of `./meminit microbench` (its result.json), or, for
@@ -10,14 +10,12 @@ the tests) fails when it is out of step with bench/results/.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
 from pathlib import Path
 
 from meminit import auto_replay, bench_render, bench_stats, paths, units
-from meminit.commands import options
 from meminit.tables import render_table
 from meminit.errors import MeminitError
 
@@ -215,69 +213,55 @@ def replay_report(runs: list[auto_replay.RecordedRun], policy: auto_replay.Polic
     return "\n".join(out), every
 
 
-def _cmd(args: argparse.Namespace) -> int:
-    if args.action == "replay":
-        policy = auto_replay.Policy(probe=args.probe, lead=args.lead)
-        runs = auto_replay.recorded_runs([Path(r) for r in ([args.run] if args.run else [])])
-        text, every = replay_report(runs, policy)
-        print(f"the learning auto replayed ({policy}) over {len(runs)} recorded runs: x best, x template "
-              f"= median of per-repetition ratios (medians where a run kept none); bar "
-              f"{bench_stats.AUTO_BAR}; thr 2*: the kernel keeps a range that writes fewer than "
-              f"{auto_replay.KERNEL_MT_MIN_RECORDS} struct pages on one thread unless "
-              f"memmap_init_threads forces more\n")
-        print(text, end="")
-        print("every judged configuration met the bar" if every else "some configurations missed the bar")
-        return 0 if every or not args.check else 1
-    if args.action == "add":
-        path = Path(args.run)
-        if (path / "result.json").exists():
-            summary = from_result(json.loads((path / "result.json").read_text()), args.source or str(path))
-            # runs made before result.json recorded family and model take them from the command line
-            summary["family"] = summary["family"] or args.family
-            summary["model"] = summary["model"] or args.model
-            summary["slug"] = slug(summary["cpu_model"], summary["family"], summary["model"])
-        else:
-            table_file = path / "table.txt" if path.is_dir() else path
-            if not (args.cpu_model and args.date):
-                raise MeminitError("a run without result.json needs --cpu-model and --date")
-            summary = from_table_text(table_file.read_text(), args.cpu_model, args.family, args.model,
-                                      args.date, args.source or str(table_file), args.note or "")
-        print(f"meminit: {save(summary)}: {len(summary['rows'])} cases of {summary['cpu_model']}")
-        return 0
+def replay(policy: auto_replay.Policy, more_runs: list[Path], check: bool = False) -> int:
+    """The learning auto replayed over every recorded sweep and `more_runs`, printed; with
+    `check`, 1 if a configuration misses the bar."""
+    runs = auto_replay.recorded_runs(more_runs)
+    text, every = replay_report(runs, policy)
+    print(f"the learning auto replayed ({policy}) over {len(runs)} recorded runs: x best, x template "
+          f"= median of per-repetition ratios (medians where a run kept none); bar "
+          f"{bench_stats.AUTO_BAR}; thr 2*: the kernel keeps a range that writes fewer than "
+          f"{auto_replay.KERNEL_MT_MIN_RECORDS} struct pages on one thread unless "
+          f"memmap_init_threads forces more\n")
+    print(text, end="")
+    print("every judged configuration met the bar" if every else "some configurations missed the bar")
+    return 0 if every or not check else 1
+
+
+def add_run(path: Path, source: str | None = None, cpu_model: str | None = None, family: str | None = None,
+            model: str | None = None, date: str | None = None, note: str | None = None) -> Path:
+    """The summary of a microbench run directory (its result.json), or of a table.txt with the
+    CPU model and date given, saved into bench/results/."""
+    if (path / "result.json").exists():
+        summary = from_result(json.loads((path / "result.json").read_text()), source or str(path))
+        # runs made before result.json recorded family and model take them from the command line
+        summary["family"] = summary["family"] or family
+        summary["model"] = summary["model"] or model
+        summary["slug"] = slug(summary["cpu_model"], summary["family"], summary["model"])
+    else:
+        table_file = path / "table.txt" if path.is_dir() else path
+        if not (cpu_model and date):
+            raise MeminitError("a run without result.json needs --cpu-model and --date")
+        summary = from_table_text(table_file.read_text(), cpu_model, family, model,
+                                  date, source or str(table_file), note or "")
+    saved = save(summary)
+    print(f"meminit: {saved}: {len(summary['rows'])} cases of {summary['cpu_model']}")
+    return saved
+
+
+def show_table(check: bool = False, write: bool = False) -> int:
+    """The table across CPUs: printed, written into bench/README.md, or (`check`) 1 if the
+    README's is out of step with bench/results/."""
     table = cpu_table(load_all())
-    if args.check:
+    if check:
         if readme_with_table(README.read_text(), table) != README.read_text():
             print(f"{README} is out of step with {RESULTS_DIR}: run `./meminit bench-results table "
                   "--write`", file=sys.stderr)
             return 1
         return 0
-    if args.write:
+    if write:
         README.write_text(readme_with_table(README.read_text(), table))
         print(f"meminit: wrote the table into {README}")
         return 0
     print(table, end="")
     return 0
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench-results", help="per-CPU benchmark summaries (bench/results/) and their table")
-    p.add_argument("action", choices=("add", "table", "replay"),
-                   help="add: summarise a microbench run into bench/results/; table: the table across CPUs; "
-                   "replay: the learning auto over every recorded sweep (bench/results/, ../shared/measurements/)")
-    p.add_argument("run", nargs="?", help="add: a microbench run directory, or a table.txt; replay: one more run")
-    p.add_argument("--source", help="add: where the run came from (default: its path)")
-    p.add_argument("--cpu-model", help="add, for a table.txt: the CPU model string")
-    cpu_number = options.as_text(options.integer(0))  # as /proc/cpuinfo and result.json have them
-    p.add_argument("--family", type=cpu_number, help="add: the CPU family, where the run did not record it")
-    p.add_argument("--model", type=cpu_number, help="add: the CPU model number, where the run did not record it")
-    p.add_argument("--date", help="add, for a table.txt: when the run was made (UTC)")
-    p.add_argument("--note", help="add, for a table.txt: what the run lacks or how it was made")
-    p.add_argument("--check", action="store_true", help="table: fail if bench/README.md is out of step; "
-                   "replay: fail if a configuration misses the bar")
-    p.add_argument("--probe", type=options.integer(), default=auto_replay.Policy.probe,
-                   help="replay: struct pages per timed probe piece (default %(default)s, as patch 11)")
-    p.add_argument("--lead", type=options.integer(0, note="0: none"), default=auto_replay.Policy.lead,
-                   help="replay: untimed template struct pages before a round's pieces (default %(default)s; "
-                        "0: none)")
-    p.add_argument("--write", action="store_true", help="table: write the table into bench/README.md")
-    p.set_defaults(func=_cmd)

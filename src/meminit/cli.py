@@ -20,9 +20,9 @@ COMMAND_MODULES = [
     "meminit.commands.package",
     "meminit.commands.report",
     "meminit.commands.test",
-    "meminit.microbench",
-    "meminit.bench_results",
-    "meminit.maple_bench",
+    "meminit.commands.microbench",
+    "meminit.commands.bench_results",
+    "meminit.commands.maple_bench",
     "meminit.commands.soak",
     "meminit.commands.selftests",
 ]

@@ -1,38 +1,41 @@
-"""`meminit maple-bench`: fork's maple-tree copy on the host (issue 8): the kernel's harness
+"""`meminit maple-bench` (commands/maple_bench.py): fork's maple-tree copy on the host (issue 8): the kernel's harness
 (BENCH_FORK), __mt_dup() against re-inserting (maple_harness), and optionally forkbench on
 the host kernel; results/maple-<UTC stamp>/result.json and maple.png.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import shlex
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from meminit import forkbench, hostinfo, maple_harness, proc, results
-from meminit.commands import options
 from meminit.errors import MeminitError
 from meminit.stats import median_range
 from meminit.tables import fixed_point
 
 
-def _counts(text: str) -> list[int]:
-    try:
-        counts = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError as exc:
-        raise MeminitError(f"--counts wants comma-separated integers, got {text!r}") from exc
-    if not counts or any(n <= 0 for n in counts):
-        raise MeminitError(f"--counts wants positive integers, got {text!r}")
-    return counts
+@dataclass(frozen=True)
+class MapleBenchRequest:
+    """What `meminit maple-bench` was asked: the tree sizes N, interleaved repetitions, the
+    least timed seconds per sample, unmapped pages between the ranges, seconds of forkbench
+    per N and rep on the host (0: none), and the result directory (None: results/maple-<UTC>)."""
+
+    counts: list[int] = field(default_factory=lambda: list(forkbench.DEFAULT_COUNTS))
+    reps: int = 3
+    min_seconds: float = 0.2
+    gap_pages: int = 0
+    fork_seconds: float = 1.0
+    out: Path | None = None
 
 
-def run(args: argparse.Namespace) -> int:
-    counts = _counts(args.counts)
-    if args.reps < 1:
+def run(req: MapleBenchRequest) -> int:
+    counts = req.counts
+    if req.reps < 1:
         raise MeminitError("--reps must be at least 1")
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     loads = {"start": hostinfo.loadavg()}
@@ -40,12 +43,12 @@ def run(args: argparse.Namespace) -> int:
     harness, ours = maple_harness.build_maple()
     origin = (maple_harness.MAPLE_SRC / maple_harness.EXPORT_STAMP).read_text().splitlines()[0]
     print(f"meminit: 6.12 maple tree from {origin}; load {loads['start']}", file=sys.stderr)
-    out_dir = Path(args.out) if args.out else results.new_run_dir("maple")
+    out_dir = req.out or results.new_run_dir("maple")
 
     # 1. the kernel's own fork benchmark, repeated
     params = maple_harness.harness_bench_params()
     runs = []
-    for _ in range(args.reps):
+    for _ in range(req.reps):
         runs.append(maple_harness.run_harness_bench(harness))
     secs = [r["seconds"] for r in runs]
     med, lo, hi = median_range(secs)
@@ -59,8 +62,8 @@ def run(args: argparse.Namespace) -> int:
     loads["after_harness"] = hostinfo.loadavg()
 
     # 2. our comparison: __mt_dup vs rebuilding
-    cmd = [str(ours), "-n", ",".join(map(str, counts)), "-r", str(args.reps),
-           "-t", f"{args.min_seconds:g}", "-g", str(args.gap_pages)]
+    cmd = [str(ours), "-n", ",".join(map(str, counts)), "-r", str(req.reps),
+           "-t", f"{req.min_seconds:g}", "-g", str(req.gap_pages)]
     print(f"meminit: {shlex.join(cmd)}", file=sys.stderr, flush=True)
     copies = proc.run(cmd, timeout=3600, check=False)
     try:
@@ -75,9 +78,9 @@ def run(args: argparse.Namespace) -> int:
 
     # 3. optional: forkbench on the host kernel
     fork_result: dict | None = None
-    if args.fork_seconds > 0:
+    if req.fork_seconds > 0:
         binary = forkbench.build_forkbench()
-        fcmd = forkbench.forkbench_command(binary, counts, args.fork_seconds, args.reps)
+        fcmd = forkbench.forkbench_command(binary, counts, req.fork_seconds, req.reps)
         print(f"meminit: {fcmd}", file=sys.stderr, flush=True)
         fproc = proc.run(shlex.split(fcmd), timeout=3600, check=False)
         frows = forkbench.parse_forkbench(fproc.stdout)
@@ -93,10 +96,10 @@ def run(args: argparse.Namespace) -> int:
         "loadavg": loads,
         "note": "2 shared cores with other builds running: figures are indicative;"
                 " compare ratios within one run, not absolute times across runs",
-        "source": origin, "counts": counts, "reps": args.reps,
+        "source": origin, "counts": counts, "reps": req.reps,
         "harness_bench_fork": harness_result,
         "maple_copy": {"command": shlex.join(cmd), "methods": maple_harness.METHOD_HELP,
-                       "gap_pages": args.gap_pages, "min_seconds": args.min_seconds,
+                       "gap_pages": req.gap_pages, "min_seconds": req.min_seconds,
                        "rows": rows, "summary": maple_harness.summarize_maple(rows)},
         "forkbench_host": fork_result,
     }
@@ -105,42 +108,16 @@ def run(args: argparse.Namespace) -> int:
     maple_harness.plot(result, out_dir / "maple.png")
 
     print(f"\nKernel harness, tools/testing/radix-tree maple with BENCH_FORK "
-          f"({params['dups']} dups of a {params['entries']}-entry tree, {args.reps} runs): "
+          f"({params['dups']} dups of a {params['entries']}-entry tree, {req.reps} runs): "
           f"{fixed_point(med)} s median ({fixed_point(lo)}–{fixed_point(hi)}), "
           f"{fixed_point(harness_result['us_per_dup_median'])} µs per dup incl. mt_validate")
-    print(f"\n__mt_dup() vs rebuilding, µs per copy, median (min–max) of {args.reps}"
+    print(f"\n__mt_dup() vs rebuilding, µs per copy, median (min–max) of {req.reps}"
           f" interleaved reps; ratio per rep:")
     print(maple_harness.maple_table(rows))
     if fork_result:
         print(f"\nforkbench on the host kernel {platform.release()}, "
-              f"{args.fork_seconds:g} s per N and rep:")
+              f"{req.fork_seconds:g} s per N and rep:")
         print(forkbench.fork_table(fork_result["rows"]))
     print(f"\nload average: start {loads['start']} / end {loads['end']}")
     print(f"results: {out_dir / 'result.json'}, {out_dir / 'maple.png'}")
     return 0
-
-
-def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "maple-bench",
-        help="host benchmark of fork's maple-tree copy (__mt_dup vs re-insert)",
-        description="Build the kernel's userspace maple-tree harness from the pristine 6.12 "
-                    "source (BENCH_FORK), time __mt_dup() against rebuilding a tree of N "
-                    "VMA-like ranges, optionally run forkbench on the host; write "
-                    "results/maple-<UTC>/result.json and maple.png.",
-    )
-    p.add_argument("--counts", default=",".join(map(str, forkbench.DEFAULT_COUNTS)),
-                   type=options.as_text(options.listed(options.integer())),
-                   help="comma-separated N values (default: %(default)s)")
-    p.add_argument("--reps", type=options.integer(), default=3,
-                   help="repetitions, interleaved over N and methods (default: %(default)s)")
-    p.add_argument("--min-seconds", type=options.number(zero="0: three copies a sample"), default=0.2,
-                   help="minimum timed seconds per (rep, N, method) sample, at least three copies "
-                        "(default: %(default)s)")
-    p.add_argument("--gap-pages", type=options.integer(0, note="0: contiguous"), default=0,
-                   help="unmapped pages between the ranges (default 0: contiguous, like forkbench)")
-    p.add_argument("--fork-seconds", type=options.number(zero="0 skips it"), default=1.0,
-                   help="seconds of forkbench per N and rep on the host; 0 skips it "
-                        "(default: %(default)s)")
-    p.add_argument("--out", help="result directory (default: results/maple-<UTC stamp>)")
-    p.set_defaults(func=run)

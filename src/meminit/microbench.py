@@ -1,6 +1,6 @@
 """Userspace replay of the memmap-init and huge-page-clearing write patterns (issue 5).
 
-``meminit microbench`` builds bench/ (C, see bench/README.md), runs
+``meminit microbench`` (commands/microbench.py) builds bench/ (C, see bench/README.md), runs
 ``bench/build/meminit-bench run`` with every strategy interleaved (ABCABC),
 and writes ``results/microbench-<UTC stamp>/``: result.json (machine, load,
 options, every raw sample, the summary), table.txt (what is printed) and
@@ -8,21 +8,21 @@ plot.png.  Every run first runs the correctness check (every record-fill
 strategy byte-equal to the slow path, every clear strategy exact) and measures
 nothing if it fails; ``--verify`` runs only the check.
 
-This module is the command; the benchmark's output format is benchbin, the
-statistics bench_stats, the tables and plot bench_render.
+This module runs it (run(MicrobenchRequest)); the benchmark's output format is benchbin,
+the statistics bench_stats, the tables and plot bench_render.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from meminit import proc, results, units
-from meminit.commands import options
+from meminit import proc, results
 from meminit.bench_render import plot, render_report
 from meminit.bench_stats import (STREAMING, add_clear_612, add_ratios, auto_rows, crossover, machine_limit,
                                  summarize, thread_scaling)
@@ -39,12 +39,6 @@ CLEAR_CASES = ("stosb-4K,stosb_desc-4K,php2M-4K,fz2M-256K,fz2M-2M,stosb-2M,stosb
                "stosq-1G,movnti-1G,avx512nt-2M,avx512nt-1G,clzero-2M,clzero-1G,memset-1G,"
                "stosb_nz-1G,avx512nt_nz-1G")
 FAULT_KINDS = "anon-4K,thp-2M,hugetlb-2M,hugetlb-1G"
-# what meminit-bench takes (bench/src): fill sizes in whole order-9 compounds of 64-byte records
-# (run.c), 1 to MAX_THREADS (bench.h) threads; the options keep the text, which the tool reads
-FILL_SIZE = options.size(multiple=32 * units.KIB)
-FILL_SIZES = options.as_text(options.listed(FILL_SIZE))
-THREADS = options.as_text(options.listed(options.integer(1, 64)))
-BYTES = options.as_text(options.size())
 
 # name -> (default, --quick value)
 PROFILES = {
@@ -90,10 +84,29 @@ def own_session(nice: int) -> None:
         os.nice(nice)
 
 
-def option_values(args: argparse.Namespace) -> dict:
-    idx = 1 if args.quick else 0
-    preset = AUTO_SWEEP if getattr(args, "auto_sweep", False) else {}
-    return {name: (getattr(args, name) if getattr(args, name) is not None else preset.get(name, prof[idx]))
+@dataclass(frozen=True)
+class MicrobenchRequest:
+    """What `meminit microbench` was asked. `profile`: the PROFILES options given (one absent
+    or None: the profile's value, --quick's or --auto-sweep's); sizes as text, which the tool reads."""
+
+    quick: bool = False
+    auto_sweep: bool = False
+    profile: dict[str, Any] = field(default_factory=dict)
+    movsb_block: str = "4K"
+    pgmap_type: str = "fsdax"
+    clear_fault: str = "middle"
+    auto_altmap_min: str | None = None
+    auto_dram_min: str | None = None
+    nice: int = 0
+    out: Path | None = None  # None: results/microbench-<UTC stamp>
+    verify: bool = False
+    verify_size: str = "4M"
+
+
+def option_values(req: MicrobenchRequest) -> dict:
+    idx = 1 if req.quick else 0
+    preset = AUTO_SWEEP if req.auto_sweep else {}
+    return {name: (req.profile[name] if req.profile.get(name) is not None else preset.get(name, prof[idx]))
             for name, prof in PROFILES.items()}
 
 
@@ -131,9 +144,9 @@ def tag_section(out: Output, section: str) -> Output:
     return out
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.verify:
-        checked = verify(args.verify_size)
+def run(req: MicrobenchRequest) -> int:
+    if req.verify:
+        checked = verify(req.verify_size)
         sys.stdout.write(checked.stdout)
         sys.stderr.write(checked.stderr)
         if checked.returncode != 0:
@@ -141,12 +154,12 @@ def run(args: argparse.Namespace) -> int:
         return 0
     # a strategy that writes the wrong struct pages has no speed worth printing
     print("meminit: verifying every strategy against the slow path first", file=sys.stderr, flush=True)
-    checked = verify(args.verify_size)
+    checked = verify(req.verify_size)
     if checked.returncode != 0:
         failures = [line for line in checked.stdout.splitlines() if not line.startswith("ok ")]
         raise MeminitError("verify failed, nothing measured: a strategy does not reproduce the slow path:\n"
                            + "\n".join(failures[-15:] + checked.stderr.strip().splitlines()[-5:]))
-    opts = option_values(args)
+    opts = option_values(req)
     if int(opts["reps"]) < 1:
         raise MeminitError("--reps must be at least 1")
     for s in str(opts["sizes"]).split(","):
@@ -155,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
     fault_size = parse_size(opts["fault_size"])
     fault_kinds = [k for k in str(opts["fault"]).split(",") if k and k != "none"]
 
-    run_dir = Path(args.out) if args.out else results.new_run_dir("microbench")
+    run_dir = req.out or results.new_run_dir("microbench")
     run_dir.mkdir(parents=True, exist_ok=True)
     machine = machine_info()
     date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -163,14 +176,14 @@ def run(args: argparse.Namespace) -> int:
     print(f"meminit: microbench -> {run_dir}  (load average {load_start})", file=sys.stderr, flush=True)
 
     plan = hugetlb_plan(fault_kinds, fault_size)
-    auto_min = (args.auto_altmap_min, args.auto_dram_min)
+    auto_min = (req.auto_altmap_min, req.auto_dram_min)
     started = time.monotonic()
     sections: list[tuple[str, list[str], list[str]]] = []   # (name, command, output lines)
     with HugetlbReservation(plan) as resv:
         run_kinds = [k for k in fault_kinds if k not in resv.skipped]
-        cmds = [("", bench_command(opts, run_kinds, args.movsb_block, args.pgmap_type, auto_min,
-                                   args.clear_fault))]
-        scale = scaling_command(opts, args.movsb_block, args.pgmap_type, auto_min)
+        cmds = [("", bench_command(opts, run_kinds, req.movsb_block, req.pgmap_type, auto_min,
+                                   req.clear_fault))]
+        scale = scaling_command(opts, req.movsb_block, req.pgmap_type, auto_min)
         if scale:
             cmds.append(("scaling", scale))
         for name, cmd in cmds:
@@ -179,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
             # the child runs in its own session, away from Ctrl-C: stream() stops it
             # on the interrupt, before the hugetlb pool is restored
             rc = proc.stream(cmd, on_line=lines.append, merge_stderr=False,
-                             preexec=lambda: own_session(args.nice))
+                             preexec=lambda: own_session(req.nice))
             if rc != 0:
                 break
     elapsed = time.monotonic() - started
@@ -208,9 +221,9 @@ def run(args: argparse.Namespace) -> int:
         "loadavg_start": load_start,
         "loadavg_end": load_end,
         "machine": machine,
-        "options": {**opts, "nice": args.nice, "movsb_block": args.movsb_block,
-                    "pgmap_type": args.pgmap_type, "quick": args.quick,
-                    "auto_altmap_min": args.auto_altmap_min, "auto_dram_min": args.auto_dram_min,
+        "options": {**opts, "nice": req.nice, "movsb_block": req.movsb_block,
+                    "pgmap_type": req.pgmap_type, "quick": req.quick,
+                    "auto_altmap_min": req.auto_altmap_min, "auto_dram_min": req.auto_dram_min,
                     "commands": [c for _n, c, _l in sections]},
         "bench_info": out.info,
         "limit": limit,
@@ -232,62 +245,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"meminit: warning: plot failed: {exc}", file=sys.stderr)
     print(f"results: {run_dir}  ({elapsed:.0f} s)")
     return 0
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "microbench",
-        help="replay memmap-init and huge-page clearing write patterns on this CPU (bench/)",
-        description="Build bench/ and measure record-fill and clearing strategies on the real CPU. "
-                    "Defaults take 3-4 minutes on a 2-vCPU VM with a 32 MiB L3; --quick is a smoke run "
-                    "(20 s there, 2 minutes where a 480 MiB L3 makes every cold sample evict 1.4 GiB).")
-    p.add_argument("--quick", action="store_true", help="small sizes, 3 repetitions (a smoke run)")
-    p.add_argument("--auto-sweep", dest="auto_sweep", action="store_true",
-                   help="issue 14's sweep: slow, template, movntdq and the learning auto on the kernel's "
-                        "chunks, 1 and 2 threads, every size/layout/dest, no clears or faults (about "
-                        "25 minutes with the default sizes; bench/results/ summaries come from it)")
-    p.add_argument("--sizes", type=FILL_SIZES, help="record-fill destination sizes, in bytes of memmap (default 4M,16M,64M,256M,1G; 4M is the memmap of one 256 MiB test_hmm chunk)")
-    p.add_argument("--reps", type=options.integer(), help="interleaved repetitions per case (default 7)")
-    p.add_argument("--threads", type=THREADS, help="thread counts for the fills (default 1; the scaling section runs 1,2)")
-    p.add_argument("--split", help="how threads share a fill: even (one run per thread), chunked "
-                                   "(threads pull --chunk sized chunks from a counter); default even")
-    p.add_argument("--chunk", type=BYTES,
-                   help="chunk of the chunked split, in bytes of device memory (one 4 KiB "
-                        "page per 64-byte record; rounded up to 512 pages); default 128M")
-    p.add_argument("--scale-sizes", dest="scale_sizes", type=FILL_SIZES, help="scaling section: memmap sizes (default 1G)")
-    p.add_argument("--scale-threads", dest="scale_threads", type=THREADS, help="scaling section: thread counts (default 1,2)")
-    p.add_argument("--scale-layouts", dest="scale_layouts", help="scaling section: layouts (default o0,o9)")
-    p.add_argument("--scale-fill", dest="scale_fill",
-                   help="scaling section: strategies, cold, even and chunked split "
-                        "(default slow,template,movntdq; 'none' skips the section)")
-    p.add_argument("--auto-altmap-min", dest="auto_altmap_min", type=BYTES,
-                   help="auto-altmap streams from this memmap size on (default: the LLC size)")
-    p.add_argument("--auto-dram-min", dest="auto_dram_min", type=BYTES,
-                   help="auto-dram streams from this memmap size on (default: 2 x the LLC size, as the kernel)")
-    p.add_argument("--layouts", help="o0 (every record a head), o9 (order-9 compounds, head data "
-                                     "after the tails), o9pre (first tail pre-composed); default o0,o9")
-    p.add_argument("--dests", help="cold, warm, readback (default all three)")
-    p.add_argument("--fill", help=f"fill strategies (default {FILL_STRATEGIES})")
-    p.add_argument("--clear", help="clear cases method-unit, e.g. stosb-4K,stosq-2M,clzero-all "
-                                   "(methods: stosb stosb_desc stosq movnti avx512nt clzero memset; "
-                                   "stosb_nz and avx512nt_nz store 0x5a: data-bandwidth probes)")
-    p.add_argument("--clear-fault", dest="clear_fault", default="middle", choices=["first", "middle", "last"],
-                   help="fault subpage of every folio for php2M/fz2M/fz1G clears (default middle)")
-    p.add_argument("--clear-size", dest="clear_size", type=BYTES, help="bytes cleared per clear sample (default 1G)")
-    p.add_argument("--fault", help=f"demand-fault mappings (default {FAULT_KINDS}; 'none' to skip)")
-    p.add_argument("--fault-size", dest="fault_size", type=BYTES, help="bytes faulted per sample (default 1G)")
-    p.add_argument("--min-bytes", dest="min_bytes", type=BYTES,
-                   help="timed bytes per fill sample: smaller destinations are filled several times "
-                        "(each pass prepared afresh) (default 64M)")
-    p.add_argument("--movsb-block", default="4K", type=options.as_text(options.size(minimum=64)),
-                   help="replicated block for rep movsb, order 0, at least 64 (default 4K)")
-    p.add_argument("--pgmap-type", default="fsdax", choices=["fsdax", "private", "coherent", "generic"],
-                   help="dev_pagemap type (sets the head refcount: 0 for private/coherent)")
-    p.add_argument("--nice", type=options.integer(-20, 19, note="0: unchanged"), default=0,
-                   help="niceness for the benchmark's own session/autogroup (e.g. -10 on a busy "
-                        "shared machine; negative values need root)")
-    p.add_argument("--out", help="result directory (default results/microbench-<UTC stamp>)")
-    p.add_argument("--verify", action="store_true", help="only run the correctness check")
-    p.add_argument("--verify-size", default="4M", type=options.as_text(FILL_SIZE),
-                   help="records size for --verify, a multiple of 32K (default 4M)")
-    p.set_defaults(func=run)

@@ -1,0 +1,44 @@
+"""`meminit bench-results`: per-CPU benchmark summaries and their table (bench_results.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from meminit import auto_replay, bench_results
+from meminit.commands import options
+
+
+def _cmd_bench_results(args: argparse.Namespace) -> int:
+    if args.action == "replay":
+        return bench_results.replay(auto_replay.Policy(probe=args.probe, lead=args.lead),
+                                    [Path(r) for r in ([args.run] if args.run else [])], args.check)
+    if args.action == "add":
+        bench_results.add_run(Path(args.run), args.source, args.cpu_model, args.family, args.model, args.date,
+                              args.note)
+        return 0
+    return bench_results.show_table(args.check, args.write)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench-results", help="per-CPU benchmark summaries (bench/results/) and their table")
+    p.add_argument("action", choices=("add", "table", "replay"),
+                   help="add: summarise a microbench run into bench/results/; table: the table across CPUs; "
+                   "replay: the learning auto over every recorded sweep (bench/results/, ../shared/measurements/)")
+    p.add_argument("run", nargs="?", help="add: a microbench run directory, or a table.txt; replay: one more run")
+    p.add_argument("--source", help="add: where the run came from (default: its path)")
+    p.add_argument("--cpu-model", help="add, for a table.txt: the CPU model string")
+    cpu_number = options.as_text(options.integer(0))  # as /proc/cpuinfo and result.json have them
+    p.add_argument("--family", type=cpu_number, help="add: the CPU family, where the run did not record it")
+    p.add_argument("--model", type=cpu_number, help="add: the CPU model number, where the run did not record it")
+    p.add_argument("--date", help="add, for a table.txt: when the run was made (UTC)")
+    p.add_argument("--note", help="add, for a table.txt: what the run lacks or how it was made")
+    p.add_argument("--check", action="store_true", help="table: fail if bench/README.md is out of step; "
+                   "replay: fail if a configuration misses the bar")
+    p.add_argument("--probe", type=options.integer(), default=auto_replay.Policy.probe,
+                   help="replay: struct pages per timed probe piece (default %(default)s, as patch 11)")
+    p.add_argument("--lead", type=options.integer(0, note="0: none"), default=auto_replay.Policy.lead,
+                   help="replay: untimed template struct pages before a round's pieces (default %(default)s; "
+                        "0: none)")
+    p.add_argument("--write", action="store_true", help="table: write the table into bench/README.md")
+    p.set_defaults(func=_cmd_bench_results)
