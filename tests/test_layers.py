@@ -1,6 +1,6 @@
 """The harness's shape (issue 16): imports run one way, down through four layers; none is
 dodged inside a function; no module grows past MAX_LINES; tools run through proc; no local
-name hides an imported module."""
+name hides an imported module; only the command line (commands/, cli.py) sees argparse."""
 
 import ast
 import sys
@@ -28,6 +28,8 @@ LAYERS = {
 }
 # proc runs every tool; vm.boot alone drives its child itself (the guest's timeout, the console copy)
 SUBPROCESS_USERS = {"proc", "vm"}
+# the command line: each command parses its options into a request or plain arguments for a library
+ARGPARSE_USERS = {"cli", "commands"}
 RANK = {module: rank for rank, modules in enumerate(LAYERS.values()) for module in modules}
 
 
@@ -146,6 +148,23 @@ def test_tools_run_through_proc():
     assert direct == []
 
 
+def test_only_the_command_line_sees_argparse():
+    """No module outside commands/ and cli.py imports argparse (however: import, from, in a
+    function, importlib), so no library takes an argparse.Namespace."""
+    found = []
+    for name, path in modules().items():
+        if name.split(".")[0] in ARGPARSE_USERS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if ((isinstance(node, ast.Import) and any(a.name.split(".")[0] == "argparse" for a in node.names))
+                    or (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "argparse")
+                    or (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and node.func.attr == "import_module" and node.args
+                        and isinstance(node.args[0], ast.Constant) and node.args[0].value == "argparse")):
+                found.append(f"{name}:{node.lineno}")
+    assert found == []
+
+
 def bound_names(function: ast.AST) -> set[str]:
     """Names a function binds: its arguments, assignments, loop and with targets."""
     names = {a.arg for a in ast.walk(function) if isinstance(a, ast.arg)}
@@ -169,7 +188,8 @@ def test_no_local_hides_an_imported_module():
 
 def test_the_checks_can_fail(tmp_path, monkeypatch):
     """Each check above catches its fault in a fake package: a library importing a command
-    (relatively), a circle, an import hidden in a function, an unknown module, a big one."""
+    (relatively), a circle, an import hidden in a function, a library importing argparse, an
+    unknown module, a big one."""
     fake = tmp_path / "meminit"
     (fake / "scenarios").mkdir(parents=True)
     (fake / "units.py").write_text("from meminit import vm\n")
@@ -186,6 +206,16 @@ def test_the_checks_can_fail(tmp_path, monkeypatch):
             check()
     with pytest.raises(pytest.fail.Exception):
         test_no_import_circle()
+    (fake / "commands").mkdir()
+    (fake / "commands" / "run.py").write_text("import argparse\n")
+    (fake / "cli.py").write_text("from argparse import Namespace\n")
+    test_only_the_command_line_sees_argparse()  # the command line may
+    for sneaky in ("import argparse\n", "from argparse import Namespace\n", "def f(args):\n    import argparse\n",
+                   "import importlib\nimportlib.import_module('argparse')\n"):
+        (fake / "sneaky.py").write_text(sneaky)
+        with pytest.raises(AssertionError):
+            test_only_the_command_line_sees_argparse()
+    (fake / "sneaky.py").unlink()
     (fake / "newthing.py").write_text("import subprocess\nfrom meminit import proc\n\n\n"
                                       "def f():\n    proc = subprocess.run(['true'])\n"
                                       + "x = 1\n" * MAX_LINES)
