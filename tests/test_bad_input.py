@@ -190,3 +190,11 @@ def test_the_issue_s_examples_as_typed(no_work, capsys, argv):
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "Traceback" not in err
     assert f"error: argument {argv.split()[1]}: wants " in err
+
+
+def test_an_action_without_the_argument_it_needs_is_a_usage_error(no_work, capsys):
+    """`bench-results add` without RUN ended in a TypeError traceback (Path(None))."""
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["bench-results", "add"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "Traceback" not in err and "add needs RUN" in err

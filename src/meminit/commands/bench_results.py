@@ -14,6 +14,8 @@ def _cmd_bench_results(args: argparse.Namespace) -> int:
         return bench_results.replay(auto_replay.Policy(probe=args.probe, lead=args.lead),
                                     [Path(r) for r in ([args.run] if args.run else [])], args.check)
     if args.action == "add":
+        if args.run is None:
+            args.usage_error("add needs RUN: a microbench run directory, or a table.txt")
         bench_results.add_run(Path(args.run), args.source, args.cpu_model, args.family, args.model, args.date,
                               args.note)
         return 0
@@ -41,4 +43,4 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="replay: untimed template struct pages before a round's pieces (default %(default)s; "
                         "0: none)")
     p.add_argument("--write", action="store_true", help="table: write the table into bench/README.md")
-    p.set_defaults(func=_cmd_bench_results)
+    p.set_defaults(func=_cmd_bench_results, usage_error=p.error)
