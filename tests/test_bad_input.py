@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from meminit import build, cli, proc, vm
+from meminit import bench_results, build, cli, proc, vm
 
 NUMERIC = {"integer", "number", "size", "integer list", "size list"}
 
@@ -192,8 +192,9 @@ def test_the_issue_s_examples_as_typed(no_work, capsys, argv):
     assert f"error: argument {argv.split()[1]}: wants " in err
 
 
-def test_an_action_without_the_argument_it_needs_is_a_usage_error(no_work, capsys):
+def test_an_action_without_the_argument_it_needs_is_a_usage_error(monkeypatch, capsys):
     """`bench-results add` without RUN ended in a TypeError traceback (Path(None))."""
+    monkeypatch.setattr(bench_results, "add_run", fail)
     with pytest.raises(SystemExit) as stop:
         cli.main(["bench-results", "add"])
     err = capsys.readouterr().err
