@@ -90,3 +90,9 @@ def test_bench_readme_table_is_in_step_with_bench_results():
     readme = br.README.read_text()
     assert br.readme_with_table(readme, br.cpu_table(br.load_all())) == readme, \
         "run ./meminit bench-results table --write"
+
+
+def test_the_table_lives_on_the_results_page_not_in_the_tools_description():
+    """bench/README.md describes the tool; the dated table across CPUs is bench/RESULTS.md's."""
+    assert br.README == br.paths.BENCH_DIR / "RESULTS.md"
+    assert br.TABLE_BEGIN not in (br.paths.BENCH_DIR / "README.md").read_text()

@@ -1,10 +1,10 @@
 """`meminit bench-results` (commands/bench_results.py): bench/results/ keeps one summary per CPU model that
-`./meminit microbench` ran on, and bench/README.md shows one table across them (issue 14).
+`./meminit microbench` ran on, and bench/RESULTS.md shows one table across them (issue 14).
 
 A summary comes from a run directory of `./meminit microbench` (its result.json), or, for
-runs kept only as text (../shared/measurements, the first runs in bench/README.md), from the
+runs kept only as text (../shared/measurements, the first runs in bench/RESULTS.md), from the
 command's table.txt, whose fill tables give every case's min/median/max; the CPU model is
-then given on the command line. The README table is generated, and `table --check` (run by
+then given on the command line. The RESULTS.md table is generated, and `table --check` (run by
 the tests) fails when it is out of step with bench/results/.
 """
 
@@ -20,7 +20,7 @@ from meminit.tables import render_table
 from meminit.errors import MeminitError
 
 RESULTS_DIR = paths.BENCH_DIR / "results"
-README = paths.BENCH_DIR / "README.md"
+README = paths.BENCH_DIR / "RESULTS.md"
 TABLE_BEGIN = "<!-- cpu-table:begin -->"
 TABLE_END = "<!-- cpu-table:end -->"
 # what the cross-CPU table shows, in this order; movntdq is the kernel's streaming store
@@ -250,7 +250,7 @@ def add_run(path: Path, source: str | None = None, cpu_model: str | None = None,
 
 
 def show_table(check: bool = False, write: bool = False) -> int:
-    """The table across CPUs: printed, written into bench/README.md, or (`check`) 1 if the
+    """The table across CPUs: printed, written into bench/RESULTS.md, or (`check`) 1 if the
     README's is out of step with bench/results/."""
     table = cpu_table(load_all())
     if check:

@@ -35,12 +35,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", type=cpu_number, help="add: the CPU model number, where the run did not record it")
     p.add_argument("--date", help="add, for a table.txt: when the run was made (UTC)")
     p.add_argument("--note", help="add, for a table.txt: what the run lacks or how it was made")
-    p.add_argument("--check", action="store_true", help="table: fail if bench/README.md is out of step; "
+    p.add_argument("--check", action="store_true", help="table: fail if bench/RESULTS.md is out of step; "
                    "replay: fail if a configuration misses the bar")
     p.add_argument("--probe", type=options.integer(), default=auto_replay.Policy.probe,
                    help="replay: struct pages per timed probe piece (default %(default)s, as patch 11)")
     p.add_argument("--lead", type=options.integer(0, note="0: none"), default=auto_replay.Policy.lead,
                    help="replay: untimed template struct pages before a round's pieces (default %(default)s; "
                         "0: none)")
-    p.add_argument("--write", action="store_true", help="table: write the table into bench/README.md")
+    p.add_argument("--write", action="store_true", help="table: write the table into bench/RESULTS.md")
     p.set_defaults(func=_cmd_bench_results, usage_error=p.error)
