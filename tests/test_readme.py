@@ -17,7 +17,8 @@ DOCS = [REPO / "README.md", REPO / "bench" / "README.md", *sorted((REPO / "docs"
 # options of other tools the README quotes: ndctl's, checkpatch's, git's (commit, send-email)
 FOREIGN_OPTIONS = {"--map", "--align", "--strict", "--amend", "--from", "--mode"}
 PLACEHOLDERS = {"STAMP": "20261124T000000Z", "RUN_DIR": "results/microbench-x", "<time>": "x",
-                "TARGET ...": "um", "PROGRAM ...": "cow", "BASE": "x", "SERIES": "y", "…": "", "[": "", "]": ""}
+                "TARGET ...": "um", "PROGRAM ...": "cow", "BASE": "x", "SERIES": "y", "…": "",
+                "add|table|replay": "table", "[": "", "]": ""}
 
 
 def documented_commands() -> list[tuple[str, str]]:
