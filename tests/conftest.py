@@ -101,3 +101,55 @@ def long_guest_kernel_trees(kernel_trees) -> source.Trees:
     if not kernel_trees.linux.long_guests_ported:
         pytest.skip(f"the long guests are not ported to Linux {kernel_trees.linux.version} yet (issue 34)")
     return kernel_trees
+
+
+# A stand-in for meminit-bench (bench/): `verify` passes, `run` prints one fill sample per
+# case and repetition, interleaved as the real one does, at made-up rates: GB/s by strategy,
+# 1.5x on more than one thread. Each command line goes to $FAKE_BENCH_LOG; FAKE_BENCH_FAIL
+# makes `run` fail.
+FAKE_BENCH = """#!{python}
+import os, sys
+args = sys.argv[1:]
+with open(os.environ["FAKE_BENCH_LOG"], "a") as log:
+    log.write(" ".join(args) + "\\n")
+if args[0] == "verify":
+    print("ok fill slow layout=o0 pgmap=fsdax threads=1")
+    print("verify passed: 0 failure(s)")
+    sys.exit(0)
+if os.environ.get("FAKE_BENCH_FAIL"):
+    print("meminit-bench: cannot map the benchmark buffer", file=sys.stderr)
+    sys.exit(1)
+opt = lambda name: args[args.index(name) + 1].split(",")
+rates = {{"slow": 4.0, "template": 8.0, "movntdq": 16.0, "auto": 12.0}}
+print("info llc_bytes=33554432")
+for rep in range(int(opt("--reps")[0])):
+    for size in map(int, opt("--sizes")):
+        for layout in opt("--layouts"):
+            for dest in opt("--dests"):
+                for threads in map(int, opt("--threads")):
+                    for fill in opt("--fill"):
+                        rate = rates[fill] * (1.5 if threads > 1 else 1.0) * (1 + (rep % 3 - 1) / 10)
+                        ns = round(size / rate)
+                        auto = (" rounds=2 stream_rounds=1 streamed=%d records=%d probe_tmpl_ns=10 probe_stream_ns=9"
+                                " probe_records=512" % (size // 128, size // 64)) if fill == "auto" else ""
+                        print(f"sample kind=fill strategy={{fill}} layout={{layout}} dest={{dest}} size={{size}} "
+                              f"threads={{threads}} split=chunked rep={{rep}} ns={{ns}} bytes={{size}} cpu_ns={{ns}}{{auto}}")
+"""
+
+
+@pytest.fixture
+def fake_bench(tmp_path, monkeypatch) -> Path:
+    """benchbin.build() gives FAKE_BENCH; returns the file its command lines go to."""
+    import sys
+
+    from meminit import benchbin
+
+    binary = tmp_path / "fake-meminit-bench"
+    binary.write_text(FAKE_BENCH.format(python=sys.executable))
+    binary.chmod(0o755)
+    log = tmp_path / "fake-bench.log"
+    log.write_text("")
+    monkeypatch.setenv("FAKE_BENCH_LOG", str(log))
+    monkeypatch.delenv("FAKE_BENCH_FAIL", raising=False)
+    monkeypatch.setattr(benchbin, "build", lambda: binary)
+    return log

@@ -16,7 +16,7 @@ LAYERS = {
     "primitives": {"errors", "paths", "units", "proc", "tables", "stats", "plotting", "results",
                    "hostinfo", "deps", "kernels"},
     "libraries": {"source", "kconfig", "build", "checks", "compile_checks", "vm", "ktap", "selftest_results", "benchbin",
-                  "bench_stats", "bench_render", "auto_replay", "hugetlb", "memmap_log", "forkbench", "maple_harness", "mail",
+                  "bench_stats", "bench_render", "auto_replay", "memmap_replay", "hugetlb", "memmap_log", "forkbench", "maple_harness", "mail",
                   "devices", "host_measure", "selftests", "configs", "package", "testing", "microbench", "bench_results",
                   "maple_bench"},
     "scenarios": {"scenarios", "scenarios.base", "scenarios.memmap", "scenarios.fork",
