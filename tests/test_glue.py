@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from meminit import (benchbin, build, cli, deps, forkbench, hostinfo, kconfig, kernels, microbench, paths, results,
+from meminit import (build, cli, deps, forkbench, hostinfo, kconfig, kernels, microbench, paths, results,
                      source, vm)
 from meminit.commands import run as run_command
 from meminit.errors import MeminitError
@@ -281,9 +281,9 @@ def replay_fsdax(spec: vm.BootSpec, run_dir: Path, accel: str) -> vm.BootResult:
 
 
 @pytest.fixture
-def recorded_run(tmp_path, monkeypatch, capsys):
-    """`meminit run` of fsdax-mapdev on the series kernel, its guest replayed from tests/data.
-    (capsys first, so that the test reads what the run printed.)"""
+def recorded_run(tmp_path, monkeypatch, capsys, fake_bench):
+    """`meminit run` of fsdax-mapdev on the series kernel, its guest replayed from tests/data,
+    the bench faked. (capsys first, so that the test reads what the run printed.)"""
     booted = offline_run(tmp_path, monkeypatch, ["series"], replay_fsdax)
     req = base.RunRequest(scenarios=["fsdax-mapdev"], kernels=["series"], guest=vm.GuestRequest(accel="tcg"),
                           rebinds=2)
@@ -367,10 +367,9 @@ def fake_guest(spec: vm.BootSpec, run_dir: Path, accel: str) -> vm.BootResult:
     return vm.BootResult(console=dmesg, dmesg=dmesg, exit_code=0, seconds=1.0)
 
 
-def test_every_scenario_runs_on_two_kernels_and_report_renders_it_again(tmp_path, monkeypatch, capsys):
+def test_every_scenario_runs_on_two_kernels_and_report_renders_it_again(tmp_path, monkeypatch, capsys, fake_bench):
     booted = offline_run(tmp_path, monkeypatch, ["series", "base"], fake_guest)
     monkeypatch.setattr(forkbench, "build_forkbench", lambda: Path("/bin/forkbench"))
-    monkeypatch.setattr(benchbin, "build", lambda: Path("/bin/meminit-bench"))
     args = cli.make_parser().parse_args([
         "run", "--scenario", "fsdax-mapdev", "--scenario", "device-private", "--scenario", "fork",
         "--scenario", "thp-fault", "--scenario", "fault-latency", "--accel", "tcg", "--fork-vmas", "21,221",
@@ -390,6 +389,10 @@ def test_every_scenario_runs_on_two_kernels_and_report_renders_it_again(tmp_path
     assert [(e["name"], e["kind"]) for e in result["scenarios"]] == [
         ("fsdax-mapdev", "memmap"), ("device-private", "memmap"), ("fork", "fork"),
         ("thp-fault", "faults"), ("fault-latency", "latency")]
+    # each memmap scenario's real-CPU replay: the altmap one cold, the DRAM one just allocated
+    assert [(e["replay"]["dest"], e["replay"]["memmap"]["pgmap_type"]) for e in result["scenarios"][:2]] == [
+        ("cold", "fsdax"), ("warm", "private")]
+    assert "replay" not in result["scenarios"][2] and printed.count("\nReal CPU (") == 1
     latency = result["scenarios"][-1]
     assert {(r["kernel"], r["model"], r["unit"]) for r in latency["rows"]} == {
         ("series", "none", "default"), ("series", "none", "2M"), ("series", "full", "default"),

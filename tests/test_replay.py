@@ -1,14 +1,21 @@
-"""The real-CPU replay of a run's memmap (issue 35, item 3), offline: the bench faked
+"""The real-CPU replay beside a run's guest table (issue 35, item 3), offline: the guest
+replayed from tests/data/run-fsdax (test_glue.offline_run), the bench faked
 (conftest.FAKE_BENCH: slow 4 GB/s, template 8, movntdq 16, auto 12; 1.5x on two threads)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from meminit import benchbin, memmap_replay
+from meminit import benchbin, build, cli, deps, memmap_replay, vm
+from meminit.commands import run as run_command
 from meminit.errors import MeminitError
+from meminit.scenarios import base, memmap
+
+from test_glue import offline_run, replay_fsdax
 
 PAGES = 386560  # the recorded namespace: one range, initialised on 2 threads
 BIND_BYTES = PAGES * 64
@@ -72,3 +79,136 @@ def test_a_memmap_that_is_not_whole_compounds_of_records_is_replayed_rounded_up(
     assert m.bench_size == 64 << 10  # 64000 bytes, up to whole 32 KiB
     with pytest.raises(MeminitError, match="orders 0 and 9, not 18"):
         memmap_replay.Memmap("x", 1, 1, 18, True, "fsdax", 1, "").layout
+
+
+# ----------------------------------------------------- the run and its report
+
+
+def recorded(tmp_path: Path, monkeypatch, accel: str = "tcg", **request) -> Path:
+    """`meminit run` of fsdax-mapdev on the series kernel under `accel`; its run directory."""
+    offline_run(tmp_path, monkeypatch, ["series"], replay_fsdax)
+    req = base.RunRequest(scenarios=["fsdax-mapdev"], kernels=["series"], guest=vm.GuestRequest(accel=accel),
+                          rebinds=2, **request)
+    return run_command.run(req)
+
+
+def bench_runs(log: Path) -> list[list[str]]:
+    return [line.split() for line in log.read_text().splitlines() if line.startswith("run ")]
+
+
+def test_a_tcg_run_prints_the_replay_beside_the_guest_table(tmp_path, monkeypatch, capsys, fake_bench):
+    """The acceptance test: under TCG the run prints, after the guest's table, the bench's
+    replay of the same memmap in ms per bind, keeps it in result.json, and report renders
+    it again. It fails if the replay is missing under TCG."""
+    run_dir = recorded(tmp_path, monkeypatch)
+    printed = capsys.readouterr().out
+    guest, _, rest = printed.partition("\n\nReal CPU (")
+    assert guest.split()[:3] == ["scenario", "kernel", "variant"] and "fsdax-mapdev  series" in guest
+    assert rest, f"no real-CPU replay under TCG:\n{printed}"
+    assert "These are the performance figures: the guest's table above ran on an emulated CPU (TCG)" in rest
+    labels = ["base (6.12, 1 thread)", "slow", "template", "streaming", "auto (streamed 50%)"]
+    lines = [line for line in rest.splitlines() if line.startswith("fsdax-mapdev ")]
+    assert len(lines) == len(labels) and all(f" {label} " in line for label, line in zip(labels, lines))
+    rows = {label.split()[0]: line.split() for label, line in zip(labels, lines)}
+    # ms per bind = the bind's struct-page bytes over the median rate: slow at 2 threads 6 GB/s
+    assert float(rows["slow"][-5]) == pytest.approx(BIND_BYTES / 6e9 * 1e3, abs=0.01)
+    assert float(rows["base"][-5]) == pytest.approx(BIND_BYTES / 4e9 * 1e3, abs=0.01)
+    assert rows["template"][-2:] == ["2.00x", "3.00x"] and rows["streaming"][-2:] == ["4.00x", "6.00x"]
+    # one bench run: the recorded memmap's size, order 0, cold (altmap), its 2 threads and base's 1
+    (cmd,) = bench_runs(fake_bench)
+    opt = {cmd[i]: cmd[i + 1] for i in range(1, len(cmd) - 1, 2)}
+    assert (opt["--sizes"], opt["--layouts"], opt["--dests"], opt["--threads"], opt["--pgmap-type"]) == (
+        str(BIND_BYTES), "o0", "cold", "1,2", "fsdax")
+    assert (opt["--split"], opt["--chunk"], opt["--fill"]) == ("chunked", "128M", "slow,template,movntdq,auto")
+    assert "verify --size 1M" in fake_bench.read_text()
+    (entry,) = json.loads((run_dir / "result.json").read_text())["scenarios"]
+    replay = entry["replay"]
+    assert replay["memmap"] == {"scenario": "fsdax-mapdev", "pages": PAGES, "ranges": 1, "order": 0,
+                                "altmap": True, "pgmap_type": "fsdax", "threads": 2,
+                                "threads_from": "as the series guest ran"}
+    assert set(replay["modes"]) == {"base", "slow", "template", "streaming", "auto"}
+    assert len(replay["samples"]) == 8 * 5 and (run_dir / "replay.txt").exists()
+    assert cli.main(["report", str(run_dir)]) == 0
+    assert capsys.readouterr().out.startswith(printed.rstrip())
+
+
+def test_the_plot_says_which_panel_is_the_guest_and_which_the_real_cpu(tmp_path, monkeypatch, capsys, fake_bench,
+                                                                        drawn_figures):
+    recorded(tmp_path, monkeypatch)
+    (fig,) = drawn_figures
+    replay_ax, per_rebind, speedup = fig.axes
+    assert replay_ax.get_title().startswith("fsdax-mapdev: REAL CPU, userspace replay of the same memmap")
+    assert "lower is better" in replay_ax.get_ylabel()
+    assert [t.get_text() for t in replay_ax.get_xticklabels()] == [
+        "base (1 thread)", "slow (2 thr.)", "template (2 thr.)", "streaming (2 thr.)", "auto (2 thr.)"]
+    heights = [round(b.get_height(), 2) for b in replay_ax.patches]
+    assert heights == [round(BIND_BYTES / rate * 1e3, 2) for rate in (4e9, 6e9, 12e9, 24e9, 18e9)]
+    for ax in (per_rebind, speedup):
+        assert "TCG guest, emulated CPU: functional timings, not performance" in ax.get_title()
+    assert "Real CPU: the bench's userspace replay of the same memmap (left)" in fig._suptitle.get_text()
+
+
+def test_a_tcg_run_fails_loudly_when_the_replay_cannot_run(tmp_path, monkeypatch, capsys, fake_bench):
+    monkeypatch.setenv("FAKE_BENCH_FAIL", "1")
+    with pytest.raises(MeminitError, match="(?s)real-CPU replay failed.*cannot map the benchmark buffer"
+                                           ".*run fails.*--no-replay runs without the replay"):
+        recorded(tmp_path, monkeypatch)
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["scenarios"][0]["groups"] and "replay" not in result["scenarios"][0]  # the guests are kept
+
+
+def test_a_bench_that_does_not_build_fails_the_run_before_any_kernel_is_built(monkeypatch):
+    monkeypatch.setattr(deps, "ensure", lambda packages: None)
+    monkeypatch.setattr(build, "build_variants", lambda *a, **k: pytest.fail("built kernels first"))
+
+    def broken() -> Path:
+        raise MeminitError("make -C bench failed (exit 2)")
+
+    monkeypatch.setattr(benchbin, "build", broken)
+    args = cli.make_parser().parse_args(["run", "--accel", "tcg"])
+    with pytest.raises(MeminitError, match="(?s)needs the benchmark.*make -C bench failed.*--no-replay"):
+        run_command.run(run_command.request_from(args))
+
+
+def test_no_replay_runs_without_the_bench_and_says_so(tmp_path, monkeypatch, capsys, fake_bench):
+    monkeypatch.setattr(benchbin, "build", lambda: pytest.fail("--no-replay built the bench"))
+    args = cli.make_parser().parse_args(["run", "--no-replay", "--replay-reps", "3"])
+    assert (run_command.request_from(args).replay, run_command.request_from(args).replay_reps) == (False, 3)
+    run_dir = recorded(tmp_path, monkeypatch, replay=False)
+    printed = capsys.readouterr().out
+    assert "Real CPU" not in printed and "(no real-CPU replay: --no-replay)" in printed
+    assert json.loads((run_dir / "result.json").read_text())["replay_missing"] == "--no-replay"
+
+
+def test_under_kvm_the_replay_is_beside_the_guests_figures_and_may_fail(tmp_path, monkeypatch, capsys, fake_bench):
+    recorded(tmp_path, monkeypatch, accel="kvm", replay_reps=3)
+    printed = capsys.readouterr().out
+    assert "Beside the guest's timings above (kvm), which are the figures, for comparison." in printed
+    assert "3 interleaved repetitions" in printed and "--reps 3" in fake_bench.read_text()
+    monkeypatch.setenv("FAKE_BENCH_FAIL", "1")
+    run_dir = recorded(tmp_path / "again", monkeypatch, accel="kvm")
+    out, err = capsys.readouterr()
+    assert "warning: the real-CPU replay failed" in err and "(no real-CPU replay: it failed: " in out
+    assert json.loads((run_dir / "result.json").read_text())["replay_missing"].startswith("it failed: ")
+
+
+def test_a_device_private_bind_is_replayed_per_chunk_in_dram():
+    """test_hmm maps two 256 MiB chunks per load: two ranges of 65536 pages, 4 MiB of
+    struct pages each, in DRAM just allocated; one bind is both."""
+    entry = {"name": "device-private", "groups": [
+        {"kernel": "series", "variant": "slow", "pages": 131072, "ranges": 2, "threads": [1], "steady_ms": [1.0]}]}
+    m = memmap.BY_NAME["device-private"].replay_memmap(entry, base.RunRequest(scenarios=[]))
+    assert m == DEVICE_PRIVATE and (m.bench_size, m.layout, m.dest) == (4 << 20, "o0", "warm")
+
+
+def test_the_replay_takes_its_memmap_from_the_guests_and_its_threads_as_they_ran():
+    devdax = memmap.BY_NAME["devdax-2m"]
+    groups = [{"kernel": "base", "variant": "default", "pages": 491520, "ranges": 1, "threads": []},
+              {"kernel": "series", "variant": "slow", "pages": 491520, "ranges": 1, "threads": [1, 2]}]
+    m = devdax.replay_memmap({"name": "devdax-2m", "groups": groups}, base.RunRequest(scenarios=[]))
+    assert (m.layout, m.dest, m.pgmap_type, m.threads, m.threads_from) == (
+        "o9", "cold", "generic", 2, "as the series guest ran")
+    base_only = {"name": "devdax-2m", "groups": groups[:1]}
+    assert devdax.replay_memmap(base_only, base.RunRequest(scenarios=[], init_threads=1)).threads == 1
+    ruled = devdax.replay_memmap(base_only, base.RunRequest(scenarios=[], guest=vm.GuestRequest(cpus=4)))
+    assert (ruled.threads, ruled.threads_from) == (4, "the series' rule for 4 CPUs (no series guest said)")

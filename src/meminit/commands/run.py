@@ -10,7 +10,7 @@ from typing import Any
 from meminit import build, deps, hostinfo, results, source, units, vm
 from meminit.commands import options
 from meminit.errors import MeminitError
-from meminit.scenarios import DEFAULT, REGISTRY, RunRequest, fault_latency, plot, render
+from meminit.scenarios import DEFAULT, REGISTRY, RunRequest, fault_latency, memmap, plot, render
 from meminit.scenarios.base import TIMEOUT_S
 
 
@@ -25,6 +25,7 @@ def run(req: RunRequest) -> Path:
                                f"only: {scenario.elsewhere}")
     memories = [s.guest_memory(req) for s in chosen]  # refuses impossible sizes before building
     deps.ensure(deps.GUEST)
+    memmap.prepare_replay(req)
     built = build.build_variants(req.kernels, jobs=req.jobs, linux=req.linux)
     run_dir = results.new_run_dir("run")
     first = built[req.kernels[0]]
@@ -39,6 +40,8 @@ def run(req: RunRequest) -> Path:
     for scenario in chosen:
         result["scenarios"].append(scenario.run(req, built, run_dir, accel))
         results.write_json(run_dir, result)
+    memmap.replay_run(result, req, run_dir)  # after the guests: the CPU is the bench's alone
+    results.write_json(run_dir, result)
     print(render(result))
     for png in plot(result, run_dir):
         print(f"plot: {png}", file=sys.stderr)
@@ -51,7 +54,8 @@ def request_from(args: argparse.Namespace) -> RunRequest:
         scenarios=args.scenario or [DEFAULT], kernels=args.kernels, linux=options.linux_from(args),
         guest=options.guest_from(args), jobs=args.jobs,
         variants=args.variants, pmem_size=args.pmem_size, init_threads=args.init_threads,
-        rebinds=args.rebinds, fork_vmas=args.fork_vmas, fork_seconds=args.fork_seconds,
+        rebinds=args.rebinds, replay=not args.no_replay, replay_reps=args.replay_reps,
+        fork_vmas=args.fork_vmas, fork_seconds=args.fork_seconds,
         fork_reps=args.fork_reps, fault_size=args.fault_size, fault_reps=args.fault_reps,
         preempt=args.preempt, latency_units=args.latency_units, latency_seconds=args.latency_seconds,
         latency_rounds=args.latency_rounds, latency_hog=args.latency_hog, latency_trace=args.latency_trace)
@@ -85,6 +89,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="series kernels: most threads for one range's memmap init "
                         "(0 = the kernel's automatic choice, its default; 1 = single-threaded)")
     p.add_argument("--rebinds", type=options.integer(), default=d.rebinds, help=f"rebinds per variant (default {d.rebinds})")
+    p.add_argument("--no-replay", action="store_true",
+                   help="memmap scenarios: skip the bench's replay of each memmap on this CPU (the "
+                        "performance figures under TCG, where the guest's timings are functional)")
+    p.add_argument("--replay-reps", type=options.integer(), default=d.replay_reps,
+                   help=f"memmap scenarios: interleaved repetitions of the replay (default {d.replay_reps})")
     p.add_argument("--fork-vmas", type=options.listed(options.integer()),
                    default=d.fork_vmas, help=f"fork scenario: VMA counts (default {listed(d.fork_vmas)})")
     p.add_argument("--fork-seconds", type=options.number(), default=d.fork_seconds,

@@ -46,7 +46,10 @@ def render(result: dict) -> str:
     blocks = [_renderer(kind).render(entries, result) for kind, entries in _by_kind(result).items()]
     lines = ["\n\n".join(blocks)] if blocks else []
     if result.get("accel") == "tcg":
-        lines.append(f"({results.TCG_LABEL})")
+        if any("replay" in entry for entry in result["scenarios"]):  # the memmap scenarios' real-CPU replay
+            lines.append(f"(the guests' tables: {results.TCG_LABEL}; the replay: this host's CPU)")
+        else:
+            lines.append(f"({results.TCG_LABEL})")
     lines.append(conditions(result))
     return "\n".join(lines)
 

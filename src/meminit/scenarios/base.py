@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from meminit import build, forkbench, vm
+from meminit import build, forkbench, memmap_replay, vm
 from meminit.kernels import KERNELS, LTS, Linux
 from meminit.units import GIB
 
@@ -38,6 +38,8 @@ class RunRequest:
     pmem_size: int = 2 * GIB
     init_threads: int | None = None
     rebinds: int = 5
+    replay: bool = True  # the bench's replay of each memmap on this CPU (memmap_replay)
+    replay_reps: int = memmap_replay.REPS
     # fork
     fork_vmas: list[int] = field(default_factory=lambda: list(forkbench.DEFAULT_COUNTS))
     fork_seconds: float = 2.0

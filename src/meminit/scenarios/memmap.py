@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import math
 import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import plotting, results, vm
+from meminit import benchbin, memmap_replay, plotting, results, vm
 from meminit.errors import MeminitError
 from meminit.memmap_log import (HASH_FILE, MARK, MODE_FILE, THREADS_FILE, InitSample, hash_mismatch,
                                 memmap_hash_function, parse_hashes, parse_init_samples, where_ran)
@@ -35,6 +36,10 @@ class MemmapScenario(Scenario):
     unbind: str
     bind: str
     uses_pmem: bool
+    # its memmap, as the real-CPU replay writes it again (memmap_replay)
+    order: int = 0  # compound order of the device's pages
+    altmap: bool = True  # the memmap lives in the device; else in DRAM, just allocated
+    pgmap_type: str = "fsdax"  # the bench's --pgmap-type
     kind: str = "memmap"
     plot_file: str = "plot.png"
 
@@ -70,30 +75,100 @@ class MemmapScenario(Scenario):
         return {"groups": [g for groups in samples.values() for g in groups]}
 
     def render(self, entries: list[dict], result: dict) -> str:
-        return render_table(*memmap_rows(entries))
+        text = render_table(*memmap_rows(entries))
+        replays = [(e["name"], e["replay"]) for e in entries if "replay" in e]
+        if replays:
+            if result.get("accel") == "tcg":
+                text += f"\n(the guest's table: {results.TCG_LABEL})"
+            text += "\n\n" + memmap_replay.render(replays, result.get("accel"), result.get("host_cpu", "?"))
+        elif result.get("replay_missing"):
+            text += f"\n(no real-CPU replay: {result['replay_missing']})"
+        return text
+
+    def replay_memmap(self, entry: dict, req: RunRequest) -> memmap_replay.Memmap:
+        """What one bind of this scenario initialised, from the guests' groups: pages and
+        ranges as the kernel counted them, threads as the series' per-thread lines said."""
+        groups = [g for g in entry["groups"] if g.get("pages")]
+        if not groups:
+            raise MeminitError(f"{self.name}: no bind with a page count to replay")
+        ranges = groups[0].get("ranges") or 1
+        pages = groups[0]["pages"] // ranges
+        seen = [t for g in groups if g["kernel"] != "base" for t in g.get("threads", [])]
+        if seen:
+            threads, source = max(seen), "as the series guest ran"
+        elif req.init_threads:
+            threads, source = req.init_threads, "--init-threads"
+        else:
+            threads = memmap_replay.kernel_threads(pages, req.guest.cpus)
+            source = f"the series' rule for {req.guest.cpus} CPUs (no series guest said)"
+        return memmap_replay.Memmap(self.name, pages=pages, ranges=ranges, order=self.order, altmap=self.altmap,
+                                    pgmap_type=self.pgmap_type, threads=threads, threads_from=source)
 
     def plot(self, entries: list[dict], result: dict, out: Path) -> Path:
         return plot_memmap(entries, result, out)
 
 
-def _pmem(name: str, help_text: str, mode: list[str]) -> MemmapScenario:
+def _pmem(name: str, help_text: str, mode: list[str], order: int, pgmap_type: str) -> MemmapScenario:
     create = shlex.join(["ndctl", "create-namespace", "-f", "-e", "namespace0.0", *mode])
     return MemmapScenario(name, help_text, setup=create, unbind="ndctl disable-namespace namespace0.0",
-                          bind="ndctl enable-namespace namespace0.0", uses_pmem=True)
+                          bind="ndctl enable-namespace namespace0.0", uses_pmem=True, order=order,
+                          pgmap_type=pgmap_type)
 
 
 SCENARIOS = (
     _pmem("fsdax-mapdev", "fsdax namespace, memmap in the device (altmap): rebind nd_pmem",
-          ["--mode=fsdax", "--map=dev"]),
+          ["--mode=fsdax", "--map=dev"], order=0, pgmap_type="fsdax"),
     _pmem("devdax-2m", "devdax namespace, 2 MiB compound pages: rebind dax_pmem",
-          ["--mode=devdax", "--align=2M"]),
+          ["--mode=devdax", "--align=2M"], order=9, pgmap_type="generic"),
     # lib/test_hmm.c memremap_pages() two 256 MiB MEMORY_DEVICE_PRIVATE chunks at load
     # and unmaps them at unload: the reviewer's DRAM-backed memmap case, on any kernel.
     MemmapScenario("device-private", "DRAM-backed memmap: modprobe/rmmod test_hmm (2 x 256 MiB)",
                    setup="modprobe test_hmm", unbind="rmmod test_hmm", bind="modprobe test_hmm",
-                   uses_pmem=False),
+                   uses_pmem=False, altmap=False, pgmap_type="private"),
 )
 BY_NAME = {s.name: s for s in SCENARIOS}
+
+
+def prepare_replay(req: RunRequest) -> None:
+    """Build the bench before any kernel is built, so that a replay that cannot run fails
+    in seconds, not after the guests."""
+    if req.replay and any(name in BY_NAME for name in req.scenarios):
+        try:
+            benchbin.build()
+        except MeminitError as exc:
+            raise MeminitError(f"the real-CPU replay of the memmap needs the benchmark (bench/): {exc}\n"
+                               f"{NO_REPLAY}") from exc
+
+
+NO_REPLAY = ("--no-replay runs without the replay; under TCG the guest's timings are then the only ones, "
+             "and they are functional, not performance figures")
+
+
+def replay_run(result: dict, req: RunRequest, run_dir: Path) -> None:
+    """The real-CPU replay of every memmap entry of a run (memmap_replay), kept in its entry.
+    Under TCG it is the run's only performance figure, so a replay that fails fails the run;
+    under KVM the guest's timings are the figures, and a failed replay is named, not fatal."""
+    entries = [e for e in result["scenarios"] if e.get("kind") == "memmap"]
+    if not entries:
+        return
+    if not req.replay:
+        result["replay_missing"] = "--no-replay"
+        return
+    names = ", ".join(e["name"] for e in entries)
+    print(f"meminit: replaying the memmap of {names} on this CPU (meminit-bench, {req.replay_reps} "
+          "repetitions)", file=sys.stderr, flush=True)
+    try:
+        memmaps = [BY_NAME[e["name"]].replay_memmap(e, req) for e in entries]
+        for entry, replay in zip(entries, memmap_replay.replay(memmaps, req.replay_reps, run_dir / "replay.txt")):
+            entry["replay"] = replay
+    except MeminitError as exc:
+        if result.get("accel") == "tcg":
+            raise MeminitError(f"the real-CPU replay failed: {exc}\nUnder TCG it is the run's only performance "
+                               f"figure, so the run fails; the guests' results are in {run_dir} "
+                               f"(./meminit report renders them). {NO_REPLAY}") from exc
+        result["replay_missing"] = f"it failed: {exc}"
+        print(f"meminit: warning: the real-CPU replay failed ({exc}); the guest's timings stand alone",
+              file=sys.stderr)
 
 
 def guest_script(scenario: MemmapScenario, variants: list[str], rebinds: int, threads: int | None = None) -> str:
@@ -150,7 +225,7 @@ def group_samples(kernel: str, samples: list[InitSample]) -> list[dict]:
         steady = [s for s in samples if s.phase == "rebind" and s.variant == variant]
         steady.sort(key=lambda s: s.iteration)
         groups.append({
-            "kernel": kernel, "variant": variant, "pages": steady[0].pages,
+            "kernel": kernel, "variant": variant, "pages": steady[0].pages, "ranges": steady[0].ranges,
             "first_ms": first.ms if first and first.variant in (variant, "default") else None,
             "steady_ms": [s.ms for s in steady], "resolution": steady[0].resolution,
             "modes_used": sorted({mode for s in steady for mode in s.modes}),
@@ -203,16 +278,41 @@ def memmap_rows(entries: list[dict]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def guest_source(result: dict) -> str:
+    """Where a run's per-rebind timings come from, for the plot's titles."""
+    accel = result.get("accel")
+    if accel == "tcg":
+        return "TCG guest, emulated CPU: functional timings, not performance"
+    return "measured on this machine" if accel == "host" else f"{accel} guest"
+
+
 def plot_memmap(scenarios: list[dict], result: dict, out: Path) -> Path:
+    """Per scenario: the guest's time per rebind and its speed-ups, and beside them the
+    real-CPU replay where the run has one (first under TCG, where it is the figure)."""
     plt = plotting.pyplot()
     from matplotlib.ticker import MaxNLocator  # noqa: PLC0415 - with pyplot, only when plotting
 
-    fig, axes = plt.subplots(len(scenarios), 2, figsize=(12, 4 * len(scenarios)), squeeze=False)
-    for (ax_iter, ax_ratio), scen in zip(axes, scenarios):
+    tcg = result.get("accel") == "tcg"
+    replayed = any("replay" in scen for scen in scenarios)
+    cols = 3 if replayed else 2
+    fig, axes = plt.subplots(len(scenarios), cols, figsize=(6 * cols, 4.5 * len(scenarios)), squeeze=False)
+    source = guest_source(result)
+    for row, scen in zip(axes, scenarios):
+        ax_iter, ax_ratio = row[-2:] if replayed and tcg else row[:2]
+        if replayed:
+            ax_replay = row[0] if tcg else row[2]
+            if "replay" in scen:
+                memmap_replay.plot_panel(ax_replay, scen["name"], scen["replay"], result.get("host_cpu", "?"))
+            else:
+                ax_replay.set_axis_off()
+                ax_replay.set_title(f"{scen['name']}: no real-CPU replay")
+        if replayed and tcg:  # the functional panels, greyed beside the figures
+            ax_iter.set_facecolor("#f0f0f0")
+            ax_ratio.set_facecolor("#f0f0f0")
         for g in scen["groups"]:
             label = f"{g['kernel']}/{g['variant']}"
             ax_iter.plot(range(1, len(g["steady_ms"]) + 1), g["steady_ms"], marker="o", label=label)
-        ax_iter.set_title(f"{scen['name']}: memmap init per rebind")
+        ax_iter.set_title(f"{scen['name']}: memmap init per rebind\n({source})", fontsize="medium")
         ax_iter.set_xlabel("rebind")
         ax_iter.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax_iter.set_ylabel("ms")
@@ -229,8 +329,11 @@ def plot_memmap(scenarios: list[dict], result: dict, out: Path) -> Path:
         ax_ratio.axhline(1.0, color="grey", linewidth=0.8)
         ax_ratio.set_xticks(list(xs), labels, rotation=30, ha="right")
         ax_ratio.set_ylabel("speed-up, steady mean (higher is better)")
-        ax_ratio.set_title(f"{scen['name']}: speed-up over slow (same kernel) and over base")
+        ax_ratio.set_title(f"{scen['name']}: speed-up over slow (same kernel) and over base\n({source})",
+                           fontsize="medium")
         ax_ratio.legend(fontsize="small")
-    if result.get("accel") == "tcg":
-        fig.suptitle(results.TCG_LABEL, color="darkred")
+    if tcg:
+        real = (" Real CPU: the bench's userspace replay of the same memmap (left)." if replayed else
+                " No real-CPU replay in this run.")
+        fig.suptitle(f"Guest panels: {results.TCG_LABEL}.{real}", color="darkred")
     return plotting.save(fig, out)
