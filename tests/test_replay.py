@@ -59,6 +59,12 @@ def test_ms_per_bind_counts_every_range_of_the_bind():
     text = memmap_replay.render([("device-private", fig)], "tcg", "cpu")
     assert "2 x 65536 pages, 4.0 MiB" in text and "DRAM: just allocated" in text
     assert "the replay's auto does not" in text  # test_hmm's walk hint, which the replay lacks
+    assert "on CPU" not in text  # the samples did not say
+    for sample in out.samples:
+        sample["cpu_ns"] = sample["ns"] * 9 // 10
+    disturbed = memmap_replay.render([("device-private", memmap_replay.figures(DEVICE_PRIVATE, ["b"], out, 3))],
+                                     "tcg", "cpu")
+    assert "One-thread samples were 90% on CPU: other load took the CPU, so these figures are disturbed" in disturbed
     del out.samples[-1]  # auto's last repetition: the medians move, nothing is missing
     memmap_replay.figures(DEVICE_PRIVATE, ["bench"], out, 3)
     out.samples[:] = [s for s in out.samples if s["strategy"] != "movntdq"]
@@ -106,6 +112,7 @@ def test_a_tcg_run_prints_the_replay_beside_the_guest_table(tmp_path, monkeypatc
     assert guest.split()[:3] == ["scenario", "kernel", "variant"] and "fsdax-mapdev  series" in guest
     assert rest, f"no real-CPU replay under TCG:\n{printed}"
     assert "These are the performance figures: the guest's table above ran on an emulated CPU (TCG)" in rest
+    assert ", family " in rest.splitlines()[0] and "One-thread samples were 100% on CPU." in rest.splitlines()[0]
     labels = ["base (6.12, 1 thread)", "slow", "template", "streaming", "auto (streamed 50%)"]
     lines = [line for line in rest.splitlines() if line.startswith("fsdax-mapdev ")]
     assert len(lines) == len(labels) and all(f" {label} " in line for label, line in zip(labels, lines))

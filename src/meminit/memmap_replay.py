@@ -15,6 +15,7 @@ ms per bind: the bytes of struct pages one bind writes, over that rate.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,8 @@ def replay(memmaps: list[Memmap], reps: int = REPS, log: Path | None = None) -> 
     distinct memmap; its output lines go to `log`. Raises MeminitError naming what failed."""
     binary = benchbin.build()
     load = hostinfo.loadavg()
+    cpu = hostinfo.parse_cpuinfo(hostinfo.read_text("/proc/cpuinfo"))
+    cpu_label = f"{cpu['cpu_model']}, family {cpu.get('cpu_family', '?')} model {cpu.get('cpu_model_number', '?')}"
     checked = benchbin.verify(VERIFY_SIZE)
     if checked.returncode != 0:
         failures = [line for line in checked.stdout.splitlines() if not line.startswith("ok ")]
@@ -112,7 +115,7 @@ def replay(memmaps: list[Memmap], reps: int = REPS, log: Path | None = None) -> 
             raw.append(f"# {' '.join(cmd)}\n{done.stdout}")
     if log:
         log.write_text("".join(raw))
-    return [{**figures(memmap, *runs[memmap.key()], reps), "loadavg": load} for memmap in memmaps]
+    return [{**figures(memmap, *runs[memmap.key()], reps), "cpu": cpu_label, "loadavg": load} for memmap in memmaps]
 
 
 def figures(memmap: Memmap, cmd: list[str], out: benchbin.Output, reps: int) -> dict:
@@ -133,8 +136,12 @@ def figures(memmap: Memmap, cmd: list[str], out: benchbin.Output, reps: int) -> 
         return ms
 
     modes = {BASE: case("slow", 1), **{mode: case(fill, memmap.threads) for fill, mode in MODES.items()}}
+    # the bench's own measure of disturbance: the share of a one-thread sample's wall time
+    # its thread was on a CPU (below 95 %, other load took the CPU; bench/README.md)
+    alone = [s["cpu_ns"] / s["ns"] for s in out.samples if s.get("threads") == 1 and isinstance(s.get("cpu_ns"), int)]
     return {"memmap": asdict(memmap), "bench_size": memmap.bench_size, "layout": memmap.layout,
             "dest": memmap.dest, "reps": reps, "command": cmd, "modes": modes,
+            "on_cpu": statistics.median(alone) if alone else None,
             "bench_info": out.info, "samples": out.samples}
 
 
@@ -192,10 +199,15 @@ def render(replays: list[tuple[str, dict]], accel: str | None, host_cpu: str) ->
     if any(not r["memmap"]["altmap"] for _, r in replays):
         notes.insert(-1, " DRAM memmap: the kernel's auto reads its probe pieces back where the owner walks the "
                          "memmap next (test_hmm); the replay's auto does not;")
+    shares = [r["on_cpu"] for _, r in replays if r.get("on_cpu") is not None]
+    quiet = ""
+    if shares:
+        quiet = f" One-thread samples were {min(shares):.0%} on CPU" + (
+            ": other load took the CPU, so these figures are disturbed; run again on a quiet host."
+            if min(shares) < 0.95 else ".")
     return "\n".join([
-        f"Real CPU ({host_cpu}): the same memmap written again in userspace by meminit-bench (bench/), "
-        f"{first['reps']} interleaved repetitions: ms per bind, median and range "
-        f"(load average {first.get('loadavg', '?')} when it started).",
+        f"Real CPU ({first.get('cpu', host_cpu)}): the same memmap written again in userspace by meminit-bench "
+        f"(bench/), {first['reps']} interleaved repetitions: ms per bind, median and range.{quiet}",
         role,
         render_table(*rows(replays)),
         *notes,
