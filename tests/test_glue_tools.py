@@ -4,6 +4,7 @@ and check-series walking the prefixes of a tiny series with make and checkpatch 
 from __future__ import annotations
 
 import os
+import shutil
 import re
 import stat
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git_repo
-from meminit import build, checks, deps, kconfig, source
+from meminit import build, checks, deps, kconfig, paths, source
 from meminit.errors import MeminitError
 
 
@@ -204,3 +205,23 @@ def test_a_failed_fetch_says_which_suite(tmp_path, monkeypatch):
     monkeypatch.setattr(deps, "ensure", lambda packages: None)
     with pytest.raises(MeminitError, match="apt-get update of Debian's trixie-backports(.|\n)*InRelease"):
         source.source_version(kernels.MAINLINE)
+
+
+def test_a_fresh_clone_hits_the_objects_another_clone_compiled(tmp_path, monkeypatch):
+    """CI builds in a fresh clone: its objects compiled with debug info (-g, as the debug
+    kernels are) must come from the ccache another clone filled. Without CCACHE_NOHASHDIR
+    ccache hashed each clone's build directory and missed them all."""
+    if not shutil.which("ccache") or not shutil.which("gcc"):
+        pytest.skip("no ccache or gcc here")
+    monkeypatch.setattr(paths, "CCACHE_DIR", tmp_path / "ccache")
+    for clone in ("first", "second"):
+        repo = tmp_path / clone
+        (repo / "work" / "build").mkdir(parents=True)
+        (repo / "work" / "x.c").write_text("int x(void) { return 1; }\n")
+        monkeypatch.setattr(paths, "REPO", repo)
+        subprocess.run(["ccache", "gcc", "-g", "-c", str(repo / "work" / "x.c"), "-o", "x.o"],
+                       cwd=repo / "work" / "build", env=dict(os.environ, **build.ccache_env()), check=True)
+    stats = subprocess.run(["ccache", "--print-stats"], env=dict(os.environ, CCACHE_DIR=str(tmp_path / "ccache")),
+                           capture_output=True, text=True, check=True).stdout
+    counts = dict(line.split("\t") for line in stats.splitlines() if "\t" in line)
+    assert (int(counts["cache_miss"]), int(counts["direct_cache_hit"])) == (1, 1), stats

@@ -54,14 +54,21 @@ def make_command(kernel: Kernel, jobs: int, targets: list[str], extra: list[str]
             *(extra or []), *targets]
 
 
+def ccache_env() -> dict[str, str]:
+    """ccache's settings for every kernel build. CCACHE_BASEDIR rewrites paths under the
+    checkout to relative ones, so that another clone (a CI checkout) hits the objects this
+    one compiled; with debug info (-g) ccache also hashes the working directory, the build
+    directory under the clone, unless told not to: without CCACHE_NOHASHDIR a fresh
+    clone missed every object of the debug kernels (2026-11-26, ccache 4.7)."""
+    return {"CCACHE_DIR": str(paths.CCACHE_DIR), "CCACHE_BASEDIR": str(paths.REPO), "CCACHE_NOHASHDIR": "1"}
+
+
 def run_make(kernel: Kernel, cmd: list[str], log: Path, what: str, env: dict[str, str] | None = None,
              cwd: Path | None = None) -> float:
     """Run make (or what runs it) with its output in `log`, printing a progress line now and
     then, with `env` added to the environment; returns seconds."""
-    # CCACHE_BASEDIR rewrites paths under the checkout to relative ones, so another clone
-    # (a CI checkout) hits the objects this one compiled.
     # The timestamp must parse as a date: usr/gen_initramfs.sh hands it to `date -d`.
-    env = dict(os.environ, CCACHE_DIR=str(paths.CCACHE_DIR), CCACHE_BASEDIR=str(paths.REPO),
+    env = dict(os.environ, **ccache_env(),
                KBUILD_BUILD_TIMESTAMP="2024-11-17 00:00:00 UTC",
                KBUILD_BUILD_USER="meminit", KBUILD_BUILD_HOST="meminit", **(env or {}))
     start = time.monotonic()

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from meminit import compile_checks, deps, kernels, ktap, paths, proc, source, vm
+from meminit import build, compile_checks, deps, kernels, ktap, paths, proc, source, vm
 from meminit.errors import MeminitError
 from meminit.kernels import Linux
 
@@ -146,8 +146,7 @@ def run_target(target: KunitTarget, tree: Path, jobs: int) -> ktap.KunitReport:
     target.build_dir.mkdir(parents=True, exist_ok=True)
     log = target.log
     qemu = vm.tcg_only_qemu(target.build_dir.parent / "qemu-tcg", QEMU_ARCHES.get(target.arch, []))
-    env = dict(os.environ, CCACHE_DIR=str(paths.CCACHE_DIR), CCACHE_BASEDIR=str(paths.REPO),
-               PATH=f"{qemu}{os.pathsep}{os.environ['PATH']}")
+    env = dict(os.environ, **build.ccache_env(), PATH=f"{qemu}{os.pathsep}{os.environ['PATH']}")
     cmd = kunit_command(target, tree, jobs)
     print(f"meminit: kunit.py run --arch={target.arch} ({target.kunitconfig.name}); log: {log}",
           file=sys.stderr, flush=True)
