@@ -83,8 +83,7 @@ class CompileTarget:
 
     @property
     def fragment(self) -> Path:
-        own = self.linux.own_config("compile", f"{self.name}.config")
-        return own if own.exists() else COMPILE_CONFIG_DIR / f"{self.name}.config"
+        return self.linux.config("compile", f"{self.name}.config")
 
     @property
     def build_dir(self) -> Path:

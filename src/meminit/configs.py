@@ -54,8 +54,7 @@ class KunitTarget:
     def kunitconfig(self) -> Path:
         """config/VERSION/kunit/NAME.kunitconfig where the kernel has its own, else
         config/kunit/NAME.kunitconfig (6.12's, and what every kernel shares)."""
-        own = self.linux.own_config("kunit", f"{self.name}.kunitconfig")
-        return own if own.exists() else KUNIT_CONFIG_DIR / f"{self.name}.kunitconfig"
+        return self.linux.config("kunit", f"{self.name}.kunitconfig")
 
     @property
     def build_dir(self) -> Path:
