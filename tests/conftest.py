@@ -139,10 +139,10 @@ for rep in range(int(opt("--reps")[0])):
 
 @pytest.fixture
 def fake_bench(tmp_path, monkeypatch) -> Path:
-    """benchbin.build() gives FAKE_BENCH; returns the file its command lines go to."""
+    """benchbin.build() gives FAKE_BENCH, the host is quiet; returns the file its command lines go to."""
     import sys
 
-    from meminit import benchbin
+    from meminit import benchbin, hostinfo
 
     binary = tmp_path / "fake-meminit-bench"
     binary.write_text(FAKE_BENCH.format(python=sys.executable))
@@ -152,4 +152,5 @@ def fake_bench(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("FAKE_BENCH_LOG", str(log))
     monkeypatch.delenv("FAKE_BENCH_FAIL", raising=False)
     monkeypatch.setattr(benchbin, "build", lambda: binary)
+    monkeypatch.setattr(hostinfo, "cpu_busy", lambda seconds=1.0: 0.02)  # a quiet host, at once
     return log

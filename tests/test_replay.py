@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from meminit import benchbin, build, cli, deps, memmap_replay, vm
+from meminit import benchbin, build, cli, deps, hostinfo, memmap_replay, vm
 from meminit.commands import run as run_command
 from meminit.errors import MeminitError
 from meminit.scenarios import base, memmap
@@ -59,18 +59,27 @@ def test_ms_per_bind_counts_every_range_of_the_bind():
     text = memmap_replay.render([("device-private", fig)], "tcg", "cpu")
     assert "2 x 65536 pages, 4.0 MiB" in text and "DRAM: just allocated" in text
     assert "the replay's auto does not" in text  # test_hmm's walk hint, which the replay lacks
-    assert "on CPU" not in text  # the samples did not say
+    assert "on CPU" not in text and "busy" not in text  # neither the samples nor the host said
     for sample in out.samples:
         sample["cpu_ns"] = sample["ns"] * 9 // 10
-    disturbed = memmap_replay.render([("device-private", memmap_replay.figures(DEVICE_PRIVATE, ["b"], out, 3))],
-                                     "tcg", "cpu")
-    assert "One-thread samples were 90% on CPU: other load took the CPU, so these figures are disturbed" in disturbed
+    disturbed = {**memmap_replay.figures(DEVICE_PRIVATE, ["b"], out, 3), "busy_before": 0.5}
+    heading = memmap_replay.render([("device-private", disturbed)], "tcg", "cpu").splitlines()[0]
+    assert heading.endswith("Other work kept the CPUs 50% busy in the second before it: these figures are "
+                            "disturbed, the threaded ones most; run again on a quiet host. Its one-thread "
+                            "samples were 90% on CPU: other load took the CPU, so these figures are disturbed.")
     del out.samples[-1]  # auto's last repetition: the medians move, nothing is missing
     memmap_replay.figures(DEVICE_PRIVATE, ["bench"], out, 3)
     out.samples[:] = [s for s in out.samples if s["strategy"] != "movntdq"]
     out.skips.append({"kind": "fill", "strategy": "movntdq", "reason": "no SSE2"})
     with pytest.raises(MeminitError, match=r"no movntdq fill on 1 thread\(s\) \(movntdq: no SSE2\)"):
         memmap_replay.figures(DEVICE_PRIVATE, ["bench"], out, 3)
+
+
+def test_how_busy_the_host_was_comes_from_proc_stat():
+    assert hostinfo.cpu_times("cpu  100 20 30 400 50 0 5 10 0 0\ncpu0 1 2 3 4 5 6 7 8\n") == (165, 615)
+    assert hostinfo.cpu_times("") == (0, 0)
+    busy = hostinfo.cpu_busy(0.05)
+    assert busy is None or 0.0 <= busy <= 1.0
 
 
 def test_the_series_thread_rule():
@@ -112,7 +121,8 @@ def test_a_tcg_run_prints_the_replay_beside_the_guest_table(tmp_path, monkeypatc
     assert guest.split()[:3] == ["scenario", "kernel", "variant"] and "fsdax-mapdev  series" in guest
     assert rest, f"no real-CPU replay under TCG:\n{printed}"
     assert "These are the performance figures: the guest's table above ran on an emulated CPU (TCG)" in rest
-    assert ", family " in rest.splitlines()[0] and "One-thread samples were 100% on CPU." in rest.splitlines()[0]
+    assert ", family " in rest.splitlines()[0]
+    assert rest.splitlines()[0].endswith("Other work kept the CPUs 2% busy in the second before it.")
     labels = ["base (6.12, 1 thread)", "slow", "template", "streaming", "auto (streamed 50%)"]
     lines = [line for line in rest.splitlines() if line.startswith("fsdax-mapdev ")]
     assert len(lines) == len(labels) and all(f" {label} " in line for label, line in zip(labels, lines))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import time
 from pathlib import Path
 
 from meminit import proc
@@ -51,6 +52,23 @@ def cache_info() -> list[dict]:
 def loadavg() -> str:
     """The 1, 5 and 15 minute load averages, '? ? ?' where /proc/loadavg cannot be read."""
     return " ".join(read_text("/proc/loadavg", "? ? ?").split()[:3])
+
+
+def cpu_times(stat: str) -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs from /proc/stat's first line; idle and iowait are not busy."""
+    fields = [int(v) for v in stat.splitlines()[0].split()[1:]] if stat.startswith("cpu ") else []
+    if len(fields) < 5:
+        return 0, 0
+    total = sum(fields[:8])  # user nice system idle iowait irq softirq steal; guest time is in user
+    return total - fields[3] - fields[4], total
+
+
+def cpu_busy(seconds: float = 1.0) -> float | None:
+    """The share of every CPU's time spent busy over the next `seconds` (None: /proc/stat unread)."""
+    busy0, total0 = cpu_times(read_text("/proc/stat"))
+    time.sleep(seconds)
+    busy1, total1 = cpu_times(read_text("/proc/stat"))
+    return (busy1 - busy0) / (total1 - total0) if total1 > total0 else None
 
 
 def machine_info() -> dict:

@@ -35,6 +35,8 @@ CHUNK = "128M"  # the series' chunk: one memory section of device memory (patch 
 SIZE_ALIGN = 32 << 10  # the bench fills whole order-9 compounds of records
 LAYOUTS = {0: "o0", 9: "o9"}
 VERIFY_SIZE = "1M"
+BUSY_S = 1.0  # how long the host's CPUs are watched for other work before the replay
+BUSY_MAX = 0.1  # busier than this, the figures are disturbed (the threaded ones most)
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ def replay(memmaps: list[Memmap], reps: int = REPS, log: Path | None = None) -> 
     distinct memmap; its output lines go to `log`. Raises MeminitError naming what failed."""
     binary = benchbin.build()
     load = hostinfo.loadavg()
+    busy = hostinfo.cpu_busy(BUSY_S)  # other work, before ours starts
     cpu = hostinfo.parse_cpuinfo(hostinfo.read_text("/proc/cpuinfo"))
     cpu_label = f"{cpu['cpu_model']}, family {cpu.get('cpu_family', '?')} model {cpu.get('cpu_model_number', '?')}"
     checked = benchbin.verify(VERIFY_SIZE)
@@ -115,7 +118,8 @@ def replay(memmaps: list[Memmap], reps: int = REPS, log: Path | None = None) -> 
             raw.append(f"# {' '.join(cmd)}\n{done.stdout}")
     if log:
         log.write_text("".join(raw))
-    return [{**figures(memmap, *runs[memmap.key()], reps), "cpu": cpu_label, "loadavg": load} for memmap in memmaps]
+    return [{**figures(memmap, *runs[memmap.key()], reps), "cpu": cpu_label, "loadavg": load,
+             "busy_before": busy} for memmap in memmaps]
 
 
 def figures(memmap: Memmap, cmd: list[str], out: benchbin.Output, reps: int) -> dict:
@@ -199,12 +203,16 @@ def render(replays: list[tuple[str, dict]], accel: str | None, host_cpu: str) ->
     if any(not r["memmap"]["altmap"] for _, r in replays):
         notes.insert(-1, " DRAM memmap: the kernel's auto reads its probe pieces back where the owner walks the "
                          "memmap next (test_hmm); the replay's auto does not;")
-    shares = [r["on_cpu"] for _, r in replays if r.get("on_cpu") is not None]
     quiet = ""
-    if shares:
-        quiet = f" One-thread samples were {min(shares):.0%} on CPU" + (
-            ": other load took the CPU, so these figures are disturbed; run again on a quiet host."
-            if min(shares) < 0.95 else ".")
+    busy = first.get("busy_before")
+    if busy is not None:
+        quiet = f" Other work kept the CPUs {busy:.0%} busy in the second before it"
+        quiet += (": these figures are disturbed, the threaded ones most; run again on a quiet host."
+                  if busy > BUSY_MAX else ".")
+    shares = [r["on_cpu"] for _, r in replays if r.get("on_cpu") is not None]
+    if shares and min(shares) < 0.95:
+        quiet += (f" Its one-thread samples were {min(shares):.0%} on CPU: other load took the CPU, so these "
+                  "figures are disturbed.")
     return "\n".join([
         f"Real CPU ({first.get('cpu', host_cpu)}): the same memmap written again in userspace by meminit-bench "
         f"(bench/), {first['reps']} interleaved repetitions: ms per bind, median and range.{quiet}",
