@@ -17,6 +17,10 @@ from pathlib import Path
 from meminit import paths
 
 
+# the dynamic preemption models preempt_model_preemptible() is true for
+PREEMPTIBLE_MODELS = ("full", "lazy")
+
+
 @dataclass(frozen=True)
 class Linux:
     version: str          # "6.12": the upstream release the Debian package follows
@@ -31,9 +35,6 @@ class Linux:
     # the preemption model the test command boots the debug kernel (full preemption) with
     # a second time: the one furthest from full the kernel has on x86
     other_preempt: str = "none"
-    # whether that model is preemptible, as full is (7.3's lazy): folio_zero_user() then
-    # clears as under full, and the second boot leaves out its slow 1 GiB case
-    other_preempt_preemptible: bool = False
     # the mailed series' subject prefix: the series for mm is a [PATCH]; a backport to an
     # older kernel can only be a request for comments
     mail_prefix: str = "PATCH"
@@ -75,6 +76,13 @@ class Linux:
         """config/VERSION/...: what this kernel alone has, beside what config/ shares."""
         return paths.CONFIG_DIR.joinpath(self.version, *parts)
 
+    @property
+    def other_preempt_preemptible(self) -> bool:
+        """Whether that model is preemptible, as full is (7.3's lazy; the kernel's
+        preempt_model_preemptible()): folio_zero_user() then clears as under full, and the
+        second boot leaves out its slow 1 GiB case."""
+        return self.other_preempt in PREEMPTIBLE_MODELS
+
     def config(self, *parts: str) -> Path:
         """config/VERSION/... where this kernel has its own file, else config/...: the shared one."""
         own = self.own_config(*parts)
@@ -84,7 +92,7 @@ class Linux:
 LTS = Linux("6.12", base_date="2024-11-17T00:00:00Z", mail_prefix="RFC PATCH", long_guests_ported=True)
 # Debian's first 7.3 upload (7.3.1-1~exp1) is of 2026-11-01
 MAINLINE = Linux("7.3", base_date="2026-11-01T00:00:00Z", suite="trixie-backports", work_suffix="-7.3",
-                 other_preempt="lazy", other_preempt_preemptible=True)
+                 other_preempt="lazy")
 KERNELS = {k.version: k for k in (LTS, MAINLINE)}
 DEFAULT = LTS
 
