@@ -12,13 +12,12 @@ from trixie-backports like its source), and KMSAN's clang is the one the kernel 
 from __future__ import annotations
 
 import lzma
-import shutil
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from meminit import build, checks, deps, kconfig, kernels, paths, proc, source, tables
+from meminit import build, checks, deps, kconfig, kernels, paths, source, tables
 from meminit.errors import MeminitError
 from meminit.kernels import Linux
 
@@ -48,15 +47,8 @@ def debian_config(linux: Linux) -> Path:
     if not linux.suite:
         deps.ensure({package: str(path)})
         return path
-    root = _config_root(linux)
     if not path.exists():
-        deb = deps.fetch_deb(package, linux.suite, paths.WORK / "apt" / linux.suite, paths.WORK / "apt" / "debs")
-        shutil.rmtree(root, ignore_errors=True)
-        root.mkdir(parents=True)
-        proc.run(["dpkg-deb", "-x", str(deb), str(root)], f"dpkg-deb -x {deb.name}")
-        deb.unlink()
-        if not path.exists():
-            raise MeminitError(f"{deb.name} has no {path.relative_to(root)}")
+        source.fetch_unpacked(package, linux, _config_root(linux), path)
     return path
 
 

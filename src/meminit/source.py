@@ -74,20 +74,26 @@ def source_version(linux: Linux = kernels.DEFAULT) -> str:
     return stamp.read_text().strip()
 
 
+def fetch_unpacked(package: str, linux: Linux, root: Path, wanted: Path) -> str:
+    """A package of the kernel's Debian suite fetched (deps.fetch_deb) and unpacked into
+    `root`, emptied first; fails unless it holds `wanted`. Returns the package's version."""
+    deb = deps.fetch_deb(package, linux.suite, paths.WORK / "apt" / linux.suite, paths.WORK / "apt" / "debs")
+    version = deps.deb_field(deb, "Version")
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    print(f"meminit: unpacking {deb.name} into {root}", file=sys.stderr, flush=True)
+    proc.run(["dpkg-deb", "-x", str(deb), str(root)], f"dpkg-deb -x {deb.name}")
+    if not wanted.exists():
+        raise MeminitError(f"{deb.name} has no {wanted.relative_to(root)}")
+    deb.unlink()
+    return version
+
+
 def _fetch(linux: Linux) -> None:
     """The source package from the kernel's Debian suite, unpacked into work/sources/VERSION."""
-    deb = deps.fetch_deb(linux.source_package, linux.suite, paths.WORK / "apt" / linux.suite,
-                         paths.WORK / "apt" / "debs")
-    version = deps.deb_field(deb, "Version")
-    if linux.fetched.exists():
-        shutil.rmtree(linux.fetched)
-    linux.fetched.mkdir(parents=True)
-    print(f"meminit: unpacking {deb.name} into {linux.fetched}", file=sys.stderr, flush=True)
-    proc.run(["dpkg-deb", "-x", str(deb), str(linux.fetched)], f"dpkg-deb -x {deb.name}")
-    if not linux.tarball.exists():
-        raise MeminitError(f"{deb.name} has no {linux.tarball.relative_to(linux.fetched)}")
+    version = fetch_unpacked(linux.source_package, linux, linux.fetched, linux.tarball)
     (linux.fetched / "version").write_text(version + "\n")
-    deb.unlink()
 
 
 def _unpack(version: str, tree: Path, linux: Linux = kernels.DEFAULT) -> None:
