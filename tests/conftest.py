@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from meminit import kernels, source
+from meminit.core import kernels
+from meminit.kernel import source
 
 
 # The guests of the harness's long commands, each 5-15 minutes under TCG on top of the
@@ -77,7 +78,7 @@ def made_deb(directory: Path, package_name: str, files: list[str], arch: str = "
 @pytest.fixture
 def drawn_figures(monkeypatch) -> list:
     """Every matplotlib figure plotting.save() writes during the test, still readable."""
-    from meminit import plotting
+    from meminit.core import plotting
 
     figures: list = []
     real_save = plotting.save
@@ -142,7 +143,8 @@ def fake_bench(tmp_path, monkeypatch) -> Path:
     """benchbin.build() gives FAKE_BENCH, the host is quiet; returns the file its command lines go to."""
     import sys
 
-    from meminit import benchbin, hostinfo
+    from meminit.bench import benchbin
+    from meminit.core import hostinfo
 
     binary = tmp_path / "fake-meminit-bench"
     binary.write_text(FAKE_BENCH.format(python=sys.executable))

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from meminit import auto_replay, bench_results, bench_stats
+from meminit.bench import auto_replay, bench_results, bench_stats
 
 POLICY = auto_replay.Policy()
 

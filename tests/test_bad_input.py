@@ -13,7 +13,11 @@ import subprocess
 
 import pytest
 
-from meminit import bench_results, build, cli, proc, vm
+from meminit import cli
+from meminit.bench import bench_results
+from meminit.core import proc
+from meminit.guest import vm
+from meminit.kernel import build
 
 NUMERIC = {"integer", "number", "size", "integer list", "size list"}
 

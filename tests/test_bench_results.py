@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from meminit import bench_results as br
-from meminit import bench_stats
-from meminit.errors import MeminitError
+from meminit.bench import bench_results as br
+from meminit.bench import bench_stats
+from meminit.core.errors import MeminitError
 
 TABLE = """\
 record fill 4M layout=o0 dest=warm threads=1

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from meminit import compile_checks, configs, kernels, ktap
+from meminit.core import kernels
+from meminit.guest import configs, ktap
+from meminit.kernel import compile_checks
 
 
 def test_the_default_group_has_per_kernel_the_targets_only_it_can_show():

@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from meminit import units
+from meminit.core import units
 from meminit.scenarios import thp_fault as faults
-from meminit.errors import MeminitError
+from meminit.core.errors import MeminitError
 
 G = units.GIB
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from meminit import cli, forkbench, maple_harness
-from meminit.errors import MeminitError
+from meminit import cli
+from meminit.bench import forkbench, maple_harness
+from meminit.core.errors import MeminitError
 
 
 def _fb(rep, n, fps, forks=100, before=24, call=50.0):

@@ -16,10 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from meminit import (build, cli, deps, forkbench, hostinfo, kconfig, kernels, microbench, paths, results,
-                     source, vm)
+from meminit import cli
+from meminit.bench import forkbench, microbench
+from meminit.core import deps, hostinfo, kernels, paths, results
+from meminit.guest import vm
+from meminit.kernel import build, kconfig, source
 from meminit.commands import run as run_command
-from meminit.errors import MeminitError
+from meminit.core.errors import MeminitError
 from meminit.scenarios import base, memmap
 
 from conftest import made_deb

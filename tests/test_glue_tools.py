@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from conftest import git_repo
-from meminit import build, checks, deps, kconfig, paths, source
-from meminit.errors import MeminitError
+from meminit.core import deps, paths
+from meminit.kernel import build, checks, kconfig, source
+from meminit.core.errors import MeminitError
 
 
 def fake_tool(bin_dir: Path, name: str, body: str) -> None:
@@ -171,7 +172,7 @@ def test_a_kernel_from_another_suite_is_fetched_through_a_private_apt_list(tmp_p
     work/apt/, never install and never the machine's own sources; the package unpacked into
     work/sources/7.3 and its version read from the package."""
     from conftest import made_deb
-    from meminit import kernels
+    from meminit.core import kernels
 
     monkeypatch.setattr(source.paths, "WORK", tmp_path / "work")
     linux = kernels.MAINLINE
@@ -197,7 +198,7 @@ case "$*" in *" download "*) cp {deb} ./{linux.source_package}_7.3.4-1~bpo13+1_a
 
 
 def test_a_failed_fetch_says_which_suite(tmp_path, monkeypatch):
-    from meminit import kernels
+    from meminit.core import kernels
 
     monkeypatch.setattr(source.paths, "WORK", tmp_path / "work")
     fake_tool(tmp_path / "bin", "apt-get", 'echo "E: Failed to fetch trixie-backports InRelease" >&2; exit 100\n')

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from meminit import kconfig
+from meminit.kernel import kconfig
 
 
 def test_parse_config_reads_values_and_unset_lines():
@@ -30,7 +30,7 @@ def test_fragments_require_the_scenario_options():
 
 
 def test_check_configs_targets_have_kunitconfigs_that_enable_their_suites():
-    from meminit import configs
+    from meminit.guest import configs
 
     options = {"memcpy_nontemporal": "CONFIG_MEMCPY_NONTEMPORAL_KUNIT_TEST",
                "zone_device_memmap": "CONFIG_ZONE_DEVICE_MEMMAP_KUNIT_TEST",
@@ -49,7 +49,7 @@ def test_check_configs_targets_have_kunitconfigs_that_enable_their_suites():
 
 
 def test_check_configs_reports_missing_suites_and_failures():
-    from meminit import configs, ktap
+    from meminit.guest import configs, ktap
 
     report = ktap.KunitReport(ok=False, summary="", cases=[
         ktap.KunitCase("memcpy_nontemporal", "short", "PASS"),
@@ -60,7 +60,9 @@ def test_check_configs_reports_missing_suites_and_failures():
 
 
 def test_a_7_3_target_that_exists_for_the_pointer_encoding_must_have_run_with_it():
-    from meminit import compile_checks, configs, kernels, ktap
+    from meminit.core import kernels
+    from meminit.guest import configs, ktap
+    from meminit.kernel import compile_checks
 
     target = configs.MAINLINE_TARGETS["x86_64"]
     assert target.kunitconfig == kconfig.paths.CONFIG_DIR / "7.3/kunit/x86_64.kunitconfig"
@@ -81,7 +83,7 @@ def test_a_7_3_target_that_exists_for_the_pointer_encoding_must_have_run_with_it
 
 
 def test_each_kernel_lays_its_own_fragment_over_the_shared_one():
-    from meminit import kernels
+    from meminit.core import kernels
 
     lts = kconfig.wanted_options(kconfig.fragments_for("debug", kernels.LTS))
     mainline = kconfig.wanted_options(kconfig.fragments_for("debug", kernels.MAINLINE))

@@ -25,7 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from meminit import build, ktap, memmap_log, results, selftest_results, selftests, soak, units, vm
+from meminit.core import results, units
+from meminit.guest import ktap, selftest_results, selftests, vm
+from meminit.kernel import build, memmap_log
+from meminit.scenarios import soak
 from meminit.scenarios import memmap
 
 pytestmark = pytest.mark.kernel

@@ -1,6 +1,6 @@
 """KTAP parsing goes through the kernel's own kunit.py (needs the unpacked tree)."""
 
-from meminit import ktap
+from meminit.guest import ktap
 
 LOG = """\
 [    0.500000] Linux version 6.12.117-meminit-series

@@ -6,7 +6,7 @@ import pytest
 
 from meminit import scenarios
 from meminit.scenarios import fault_latency as latency
-from meminit.errors import MeminitError
+from meminit.core.errors import MeminitError
 
 
 def test_units_are_whole_pages_or_the_kernels_choice():

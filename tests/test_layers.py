@@ -1,4 +1,4 @@
-"""The harness's shape (issue 16): imports run one way, down through four layers; none is
+"""The harness's shape (issue 16): imports run one way, down through the folders' layers; none is
 dodged inside a function; no module grows past MAX_LINES; tools run through proc; no local
 name hides an imported module; only the command line (commands/, cli.py) sees argparse."""
 
@@ -11,26 +11,41 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "meminit"
 MAX_LINES = 400
 
-# Lowest first. A module may import its own layer or a lower one, never a higher one.
+# Lowest first: the folders of src/meminit (and the command line's top-level modules). A
+# module may import its own folder or a folder of a lower layer, never a higher one, and
+# never another folder of its own layer (guest, host and bench stand beside each other).
 LAYERS = {
-    "primitives": {"errors", "paths", "units", "proc", "tables", "stats", "plotting", "results",
-                   "hostinfo", "deps", "kernels"},
-    "libraries": {"source", "kconfig", "build", "checks", "compile_checks", "vm", "ktap", "selftest_results", "benchbin",
-                  "bench_stats", "bench_render", "auto_replay", "memmap_replay", "hugetlb", "memmap_log", "forkbench", "maple_harness", "mail",
-                  "devices", "host_measure", "selftests", "configs", "package", "testing", "microbench", "bench_results",
-                  "maple_bench"},
-    "scenarios": {"scenarios", "scenarios.base", "scenarios.memmap", "scenarios.fork",
-                  "scenarios.thp_fault", "scenarios.fault_latency", "soak_guest", "soak"},
-    "commands": {"cli", "__main__", "__init__", "commands", "commands.options", "commands.boot", "commands.kernel",
-                 "commands.run", "commands.report", "commands.measure", "commands.cover_letter", "commands.soak",
-                 "commands.selftests", "commands.check_configs", "commands.package", "commands.test",
-                 "commands.microbench", "commands.bench_results", "commands.maple_bench"},
+    "core": {"core"},
+    "kernel": {"kernel"},
+    "libraries": {"guest", "host", "bench"},
+    "scenarios": {"scenarios"},
+    "commands": {"commands"},
 }
 # proc runs every tool; vm.boot alone drives its child itself (the guest's timeout, the console copy)
-SUBPROCESS_USERS = {"proc", "vm"}
+SUBPROCESS_USERS = {"core.proc", "guest.vm"}
 # the command line: each command parses its options into a request or plain arguments for a library
 ARGPARSE_USERS = {"cli", "commands"}
-RANK = {module: rank for rank, modules in enumerate(LAYERS.values()) for module in modules}
+RANK = {folder: rank for rank, folders in enumerate(LAYERS.values()) for folder in folders}
+
+
+# the package's own top-level modules: the command line's entry points
+COMMAND_LINE = {"cli", "__main__", "__init__"}
+
+
+def folder_of(module: str) -> str:
+    """core.units -> core; cli -> commands: the folder a module lives in (the top-level
+    entry points count as the command line's); any other top-level module is its own."""
+    top = module.split(".")[0]
+    return "commands" if top in COMMAND_LINE else top
+
+
+def rank_of(module: str) -> int:
+    return RANK.get(folder_of(module), 99)
+
+
+def is_module(name: str) -> bool:
+    path = PACKAGE.joinpath(*name.split("."))
+    return path.with_suffix(".py").exists() or path.is_dir()
 
 
 def module_name(path: Path) -> str:
@@ -61,7 +76,7 @@ def meminit_imports(tree: ast.AST, module: str = "") -> list[tuple[ast.AST, str]
                 continue
             for alias in node.names:
                 sub = f"{base}.{alias.name}" if base else alias.name
-                found.append((node, sub if sub in RANK else base))
+                found.append((node, sub if is_module(sub) else base))
         elif isinstance(node, ast.Import):
             found += [(node, a.name.removeprefix("meminit.")) for a in node.names if a.name.startswith("meminit.")]
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
@@ -80,17 +95,19 @@ def import_graph() -> dict[str, set[str]]:
 
 
 def test_every_module_has_a_layer():
-    assert sorted(set(modules()) - set(RANK)) == []
+    assert sorted(m for m in modules() if folder_of(m) not in RANK) == []
 
 
 def test_imports_run_down_the_layers():
-    upward = [f"{m} ({layer_of(m)}) imports {t} ({layer_of(t)})"
-              for m, targets in import_graph().items() for t in targets if RANK.get(t, 99) > RANK.get(m, -1)]
-    assert upward == []
+    """Down to a lower layer, or within the module's own folder; never up, never sideways."""
+    wrong = [f"{m} ({layer_of(m)}) imports {t} ({layer_of(t)})"
+             for m, targets in import_graph().items() for t in targets
+             if folder_of(t) != folder_of(m) and rank_of(t) >= rank_of(m)]
+    assert wrong == []
 
 
 def layer_of(module: str) -> str:
-    return list(LAYERS)[RANK[module]] if module in RANK else "?"
+    return list(LAYERS)[rank_of(module)] if folder_of(module) in RANK else "?"
 
 
 def test_no_import_circle():
@@ -179,7 +196,7 @@ def test_no_local_hides_an_imported_module():
         tree = ast.parse(path.read_text())
         imported = {alias.asname or alias.name for node in tree.body if isinstance(node, ast.ImportFrom)
                     and (node.level or (node.module or "").split(".")[0] == "meminit")
-                    for alias in node.names if alias.name in {m.split(".")[-1] for m in RANK}}
+                    for alias in node.names if alias.name in {m.split(".")[-1] for m in modules()}}
         for fn in ast.walk(tree):
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 hidden += [f"{name}.{fn.name}: {n}" for n in sorted(bound_names(fn) & imported)]
@@ -191,19 +208,28 @@ def test_the_checks_can_fail(tmp_path, monkeypatch):
     (relatively), a circle, an import hidden in a function, a library importing argparse, an
     unknown module, a big one."""
     fake = tmp_path / "meminit"
-    (fake / "scenarios").mkdir(parents=True)
-    (fake / "units.py").write_text("from meminit import vm\n")
-    (fake / "vm.py").write_text("from . import units\nfrom .soak import x\n")
-    (fake / "soak.py").write_text("def f():\n    from meminit import vm\n")
+    for folder in ("core", "guest", "host", "bench", "scenarios"):
+        (fake / folder).mkdir(parents=True)
+    (fake / "core" / "units.py").write_text("from meminit.guest import vm\n")
+    (fake / "guest" / "vm.py").write_text("from ..core import units\nfrom .selftests import x\n")
+    (fake / "guest" / "selftests.py").write_text("def f():\n    from meminit.guest import vm\n")
+    (fake / "host" / "devices.py").write_text("from meminit.bench import benchbin\n")
+    (fake / "bench" / "benchbin.py").write_text("")
+    (fake / "core" / "proc.py").write_text("")
     (fake / "scenarios" / "base.py").write_text("from ..scenarios import memmap\n")
     (fake / "scenarios" / "memmap.py").write_text("import importlib\nimportlib.import_module('meminit.cli')\n")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
     graph = import_graph()
-    assert graph == {"units": {"vm"}, "vm": {"units", "soak"}, "soak": {"vm"},
+    assert graph == {"core.units": {"guest.vm"}, "guest.vm": {"core.units", "guest.selftests"},
+                     "guest.selftests": {"guest.vm"}, "host.devices": {"bench.benchbin"}, "bench.benchbin": set(),
+                     "core.proc": set(),
                      "scenarios.base": {"scenarios.memmap"}, "scenarios.memmap": {"cli"}}
     for check in (test_imports_run_down_the_layers, test_no_meminit_import_inside_a_function):
         with pytest.raises(AssertionError):
             check()
+    (fake / "core" / "units.py").write_text("")
+    with pytest.raises(AssertionError, match="host.devices .libraries. imports bench.benchbin"):
+        test_imports_run_down_the_layers()  # sideways, within a layer
     with pytest.raises(pytest.fail.Exception):
         test_no_import_circle()
     (fake / "commands").mkdir()
@@ -216,7 +242,7 @@ def test_the_checks_can_fail(tmp_path, monkeypatch):
         with pytest.raises(AssertionError):
             test_only_the_command_line_sees_argparse()
     (fake / "sneaky.py").unlink()
-    (fake / "newthing.py").write_text("import subprocess\nfrom meminit import proc\n\n\n"
+    (fake / "newthing.py").write_text("import subprocess\nfrom meminit.core import proc\n\n\n"
                                       "def f():\n    proc = subprocess.run(['true'])\n"
                                       + "x = 1\n" * MAX_LINES)
     for sneaky in ("from subprocess import run\n", "import subprocess as sp\n", "import os\nos.system('x')\n"):

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from conftest import git_repo
-from meminit import kernels, mail, paths, source
+from meminit.core import kernels, paths
+from meminit.kernel import mail, source
 from meminit.commands import cover_letter
 from meminit.commands import kernel as kernel_commands
-from meminit.errors import MeminitError
+from meminit.core.errors import MeminitError
 
 IDENT = ["-c", "user.name=meminit developers", "-c", "user.email=meminit@localhost"]
 SENDER = "Sam Sender <sam@example.org>"

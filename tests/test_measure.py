@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from meminit import cli, devices, host_measure, memmap_log
+from meminit import cli
+from meminit.host import devices, host_measure
+from meminit.kernel import memmap_log
 from meminit.commands import measure, report
-from meminit.errors import MeminitError
+from meminit.core.errors import MeminitError
 from test_glue_tools import fake_tool
 
 FSDAX = {"dev": "namespace0.0", "mode": "fsdax", "map": "dev", "size": 1054867456, "blockdev": "pmem0"}
@@ -481,7 +483,7 @@ def host_run(tmp_path: Path, name: str, kernel: str, variants: list[str], **chan
 
 
 def test_report_merges_a_base_and_a_series_run_into_one_table(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("meminit.paths.RESULTS", tmp_path / "results")
+    monkeypatch.setattr("meminit.core.paths.RESULTS", tmp_path / "results")
     base = host_run(tmp_path, "base", "base", ["default"])
     series = host_run(tmp_path, "series", "series", ["slow", "template"])
     assert cli.main(["report", str(base), str(series)]) == 0

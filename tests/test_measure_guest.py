@@ -20,7 +20,10 @@ from pathlib import Path
 import matplotlib
 import pytest
 
-from meminit import build, memmap_log, paths, results, scenarios, vm
+from meminit import scenarios
+from meminit.core import paths, results
+from meminit.guest import vm
+from meminit.kernel import build, memmap_log
 from meminit.scenarios import memmap
 
 pytestmark = pytest.mark.kernel

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from meminit import microbench as mb
-from meminit import bench_render, bench_stats, benchbin, hostinfo, hugetlb, tables, units
-from meminit.errors import MeminitError
+from meminit.bench import microbench as mb
+from meminit.bench import bench_render, bench_stats, benchbin
+from meminit.core import hostinfo, hugetlb, tables, units
+from meminit.core.errors import MeminitError
 
 
 # ------------------------------------------------------------------ parsing

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from meminit import build, compile_checks, deps, kconfig, kernels, package, proc, source
-from meminit.errors import MeminitError
+from meminit.core import deps, kernels, proc
+from meminit.kernel import build, compile_checks, kconfig, package, source
+from meminit.core.errors import MeminitError
 
 from conftest import made_deb
 

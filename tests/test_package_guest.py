@@ -16,7 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from meminit import build, cli, compile_checks, deps, kconfig, kernels, package, proc, results, source, vm
+from meminit import cli
+from meminit.core import deps, kernels, proc, results
+from meminit.guest import vm
+from meminit.kernel import build, compile_checks, kconfig, package, source
 
 pytestmark = pytest.mark.kernel
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from meminit import proc
-from meminit.errors import MeminitError
+from meminit.core import proc
+from meminit.core.errors import MeminitError
 
 
 def test_run_names_the_failure_and_keeps_its_tail():

@@ -10,9 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from meminit import benchbin, build, cli, deps, hostinfo, memmap_replay, vm
+from meminit import cli
+from meminit.bench import benchbin, memmap_replay
+from meminit.core import deps, hostinfo
+from meminit.guest import vm
+from meminit.kernel import build
 from meminit.commands import run as run_command
-from meminit.errors import MeminitError
+from meminit.core.errors import MeminitError
 from meminit.scenarios import base, memmap
 
 from test_glue import offline_run, replay_fsdax

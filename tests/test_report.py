@@ -1,6 +1,7 @@
 import math
 
-from meminit import results, scenarios, stats
+from meminit import scenarios
+from meminit.core import results, stats
 from meminit.scenarios import memmap
 
 RESULT = {

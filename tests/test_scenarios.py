@@ -3,9 +3,10 @@ from pathlib import Path
 
 import pytest
 
-from meminit import memmap_log, vm
+from meminit.guest import vm
+from meminit.kernel import memmap_log
 from meminit.scenarios import base, memmap
-from meminit.errors import MeminitError
+from meminit.core.errors import MeminitError
 
 DMESG = """\
 [    9.000] meminit-mark first slow 0

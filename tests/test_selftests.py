@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from meminit import selftest_results as results
-from meminit import selftests
-from meminit.errors import MeminitError
+from meminit.guest import selftest_results as results
+from meminit.guest import selftests
+from meminit.core.errors import MeminitError
 
 # kselftest.h's output, as cow prints it: a plan, results, a skip with its reason
 COW_LIKE = """\

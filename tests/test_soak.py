@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from meminit import memmap_log, soak, soak_guest
-from meminit.errors import MeminitError
+from meminit.kernel import memmap_log
+from meminit.scenarios import soak, soak_guest
+from meminit.core.errors import MeminitError
 
 
 HASH = "653a8b069e4fd692"

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from conftest import git_repo
-from meminit import kernels, source
-from meminit.errors import MeminitError
+from meminit.core import kernels
+from meminit.kernel import source
+from meminit.core.errors import MeminitError
 
 IDENT = ["-c", "user.name=t", "-c", "user.email=t@t"]
 
@@ -114,7 +115,7 @@ def test_only_the_kernels_have_series_directories():
 
 
 def test_added_lines_and_w1_warnings_on_them(tmp_path):
-    from meminit import checks
+    from meminit.kernel import checks
 
     repo = git_repo(tmp_path / "repo")
     commit_change(repo, "line 5\n", "line 5\nnew a\nnew b\n", "add two lines")
@@ -126,7 +127,7 @@ def test_added_lines_and_w1_warnings_on_them(tmp_path):
 
 
 def test_touched_objects_are_the_changed_sources_that_still_exist(tmp_path):
-    from meminit import checks
+    from meminit.kernel import checks
 
     repo = git_repo(tmp_path / "repo")
     for name in ("gone.c", "entry.S", "header.h", "Kconfig"):
@@ -141,7 +142,7 @@ def test_touched_objects_are_the_changed_sources_that_still_exist(tmp_path):
 
 
 def test_w1_batches_compile_arch_lib_objects_alone_with_one_job():
-    from meminit import checks
+    from meminit.kernel import checks
 
     objects = ["arch/x86/lib/clear_page_64.o", "mm/memory.o", "arch/x86/lib/memcpy_nontemporal_64.o",
                "mm/mm_init.o"]

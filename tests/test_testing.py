@@ -6,9 +6,9 @@ import argparse
 
 import pytest
 
-from meminit import testing
+from meminit.guest import testing
 from meminit.commands import test as command
-from meminit.errors import MeminitError
+from meminit.core.errors import MeminitError
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -40,7 +40,7 @@ def test_long_adds_the_long_guest_tests_and_refuses_quick(monkeypatch):
 
 def test_linux_names_the_kernel_the_kernel_tests_run_on(monkeypatch):
     """--linux reaches the pytest run as $MEMINIT_LINUX, which picks the kernel tree."""
-    from meminit import kernels
+    from meminit.core import kernels
 
     seen = {}
     monkeypatch.setattr(testing.proc, "interactive", lambda cmd, cwd, env: seen.update(env) or 0)

@@ -2,8 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from meminit import units, vm
-from meminit.errors import MeminitError
+from meminit.core import units
+from meminit.guest import vm
+from meminit.core.errors import MeminitError
 
 G = 1 << 30
 

@@ -8,7 +8,7 @@ import signal
 import sys
 from types import FrameType
 
-from meminit.errors import MeminitError
+from meminit.core.errors import MeminitError
 
 # Modules that contribute subcommands through register(subparsers).
 COMMAND_MODULES = [

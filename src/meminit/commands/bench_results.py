@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from meminit import auto_replay, bench_results
+from meminit.bench import auto_replay, bench_results
 from meminit.commands import options
 
 

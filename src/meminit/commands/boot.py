@@ -8,10 +8,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from meminit import build, kernels, package, paths, results, source, units, vm
+from meminit.core import kernels, paths, results, units
+from meminit.guest import vm
+from meminit.kernel import build, package, source
 from meminit.commands import options
-from meminit.errors import MeminitError
-from meminit.kernels import Linux
+from meminit.core.errors import MeminitError
+from meminit.core.kernels import Linux
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from meminit import compile_checks, configs
+from meminit.guest import configs
+from meminit.kernel import compile_checks
 from meminit.commands import options
 
 

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import textwrap
 
-from meminit import bench_results, compile_checks, configs, kernels, ktap, paths, selftests, soak, tables, units
-from meminit.errors import MeminitError
-from meminit.kernels import Linux
+from meminit.bench import bench_results
+from meminit.core import kernels, paths, tables, units
+from meminit.guest import configs, ktap, selftests
+from meminit.kernel import compile_checks
+from meminit.scenarios import soak
+from meminit.core.errors import MeminitError
+from meminit.core.kernels import Linux
 
 SERIES_DOC = paths.REPO / "docs" / "series.md"
 # per kernel: what its series does (7.3 carries the memmap half only)

@@ -6,11 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from meminit import build, checks, kernels, mail, paths, source
+from meminit.core import kernels, paths
+from meminit.kernel import build, checks, mail, source
 from meminit.commands import options
 from meminit.commands import cover_letter
-from meminit.errors import MeminitError
-from meminit.kernels import Linux
+from meminit.core.errors import MeminitError
+from meminit.core.kernels import Linux
 
 MAIL_DIR = paths.WORK / "mail"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from meminit import maple_bench
+from meminit.bench import maple_bench
 from meminit.commands import options
-from meminit.errors import MeminitError
+from meminit.core.errors import MeminitError
 
 
 def _counts(text: str) -> list[int]:

@@ -18,13 +18,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from meminit import deps, devices, hostinfo, memmap_log, results, scenarios
+from meminit import scenarios
+from meminit.core import deps, hostinfo, results
+from meminit.host import devices
+from meminit.kernel import memmap_log
 from meminit.commands import options
-from meminit.errors import MeminitError
-from meminit.host_measure import (KernelFiles, KernelLog, KernelModes, Log, Rebinds, Settings,
+from meminit.core.errors import MeminitError
+from meminit.host.host_measure import (KernelFiles, KernelLog, KernelModes, Log, Rebinds, Settings,
                                   choose_variants, interrupts_held, prepare_kernel, rebind)
 from meminit.scenarios import memmap
-from meminit.units import format_size
+from meminit.core.units import format_size
 
 @dataclass(frozen=True)
 class MeasureRequest:

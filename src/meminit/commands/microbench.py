@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from meminit import microbench, units
+from meminit.bench import microbench
+from meminit.core import units
 from meminit.commands import options
 
 # what meminit-bench takes (bench/src): fill sizes in whole order-9 compounds of 64-byte records

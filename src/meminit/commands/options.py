@@ -14,9 +14,10 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from meminit import kernels, units, vm
-from meminit.errors import MeminitError
-from meminit.kernels import Linux
+from meminit.core import kernels, units
+from meminit.guest import vm
+from meminit.core.errors import MeminitError
+from meminit.core.kernels import Linux
 
 
 # ---------------------------------------------------------------- --linux

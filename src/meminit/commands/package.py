@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from meminit import package
+from meminit.kernel import package
 from meminit.commands import options
 
 

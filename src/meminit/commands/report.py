@@ -11,8 +11,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from meminit import results, scenarios
-from meminit.errors import MeminitError
+from meminit import scenarios
+from meminit.core import results
+from meminit.core.errors import MeminitError
 
 # What must be equal for runs' timings to be compared: the machine, and the guest or device.
 SAME_ON_HOST = ("host_cpu", "accel", "host_cpus", "device", "init_threads")

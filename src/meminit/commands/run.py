@@ -7,9 +7,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from meminit import build, deps, hostinfo, results, source, units, vm
+from meminit.core import deps, hostinfo, results, units
+from meminit.guest import vm
+from meminit.kernel import build, source
 from meminit.commands import options
-from meminit.errors import MeminitError
+from meminit.core.errors import MeminitError
 from meminit.scenarios import DEFAULT, REGISTRY, RunRequest, fault_latency, memmap, plot, render
 from meminit.scenarios.base import TIMEOUT_S
 

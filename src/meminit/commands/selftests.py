@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from meminit import selftests
+from meminit.guest import selftests
 from meminit.commands import options
-from meminit.errors import MeminitError
+from meminit.core.errors import MeminitError
 
 
 def request_from(args: argparse.Namespace) -> selftests.SelftestsRequest:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from meminit import soak, units
+from meminit.core import units
+from meminit.scenarios import soak
 from meminit.commands import options
-from meminit.errors import MeminitError
+from meminit.core.errors import MeminitError
 from meminit.scenarios import memmap as memmap_scenarios
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from meminit import testing
+from meminit.guest import testing
 from meminit.commands import options
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from meminit import results
-from meminit.errors import MeminitError
+from meminit.core import results
+from meminit.core.errors import MeminitError
 from meminit.scenarios import fault_latency, fork, memmap, thp_fault
 from meminit.scenarios.base import RunRequest, Scenario
 

@@ -14,9 +14,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from meminit import build, forkbench, memmap_replay, vm
-from meminit.kernels import KERNELS, LTS, Linux
-from meminit.units import GIB
+from meminit.bench import forkbench, memmap_replay
+from meminit.guest import vm
+from meminit.kernel import build
+from meminit.core.kernels import KERNELS, LTS, Linux
+from meminit.core.units import GIB
 
 TIMEOUT_S = 1200  # a guest's timeout in a run, unless --timeout
 

@@ -12,14 +12,13 @@ Every kernel boots once per preemption model (`preempt=` of PREEMPT_DYNAMIC). On
 series kernel the cells cycle through clearing units, set through the TEST ONLY debugfs
 override (patch 17), interleaved and repeated in rounds; "default" is the kernel's own
 choice. Each cell reports cyclictest's worst, 99th-percentile and mean latency and the
-time each 1 GiB clear took.
-
-With `trace_us`, a diagnostic run: the scheduler, interrupt and timer events are traced
-and cyclictest stops the trace (and its cell) at the first wakeup later than that. The
-trace is kept, and the longest stretch of CPU 1's without any event says what the CPU
-did meanwhile: timer interrupts arriving while one task keeps the CPU is code that
-does not reschedule; no event at all is interrupts off, or a vCPU the host did not
-run; no event on the other CPU either points at the emulator or host.
+time each 1 GiB clear took. With `trace_us`, a diagnostic run: the scheduler, interrupt
+and timer events are traced and cyclictest stops the trace (and its cell) at the first
+wakeup later than that. The trace is kept, and the longest stretch of CPU 1's without
+any event says what the CPU did meanwhile: timer interrupts arriving while one task
+keeps the CPU is code that does not reschedule; no event at all is interrupts off, or a
+vCPU the host did not run; no event on the other CPU either points at the emulator or
+host.
 """
 
 from __future__ import annotations
@@ -32,11 +31,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import kernels, plotting, results, vm
-from meminit.units import GIB, parse_size
-from meminit.errors import MeminitError
+from meminit.core import kernels, plotting, results
+from meminit.guest import vm
+from meminit.core.units import GIB, parse_size
+from meminit.core.errors import MeminitError
 from meminit.scenarios.base import Boot, RunRequest, Scenario
-from meminit.tables import render_table
+from meminit.core.tables import render_table
 
 SCENARIO = "fault-latency"
 MODELS = ("none", "voluntary", "full")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from meminit import forkbench, results, vm
+from meminit.bench import forkbench
+from meminit.core import results
+from meminit.guest import vm
 from meminit.scenarios.base import Boot, RunRequest, Scenario
 
 

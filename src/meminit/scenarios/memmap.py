@@ -17,13 +17,15 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from meminit import benchbin, memmap_replay, plotting, results, vm
-from meminit.errors import MeminitError
-from meminit.memmap_log import (HASH_FILE, MARK, MODE_FILE, THREADS_FILE, InitSample, hash_mismatch,
+from meminit.bench import benchbin, memmap_replay
+from meminit.core import plotting, results
+from meminit.guest import vm
+from meminit.core.errors import MeminitError
+from meminit.kernel.memmap_log import (HASH_FILE, MARK, MODE_FILE, THREADS_FILE, InitSample, hash_mismatch,
                                 memmap_hash_function, parse_hashes, parse_init_samples, where_ran)
 from meminit.scenarios.base import Boot, RunRequest, Scenario
-from meminit.stats import Stats
-from meminit.tables import render_table
+from meminit.core.stats import Stats
+from meminit.core.tables import render_table
 
 
 @dataclass(frozen=True)

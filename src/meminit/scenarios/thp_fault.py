@@ -14,11 +14,13 @@ import shlex
 import statistics
 from pathlib import Path
 
-from meminit import benchbin, hugetlb, kernels, plotting, results, units, vm
-from meminit.errors import MeminitError
+from meminit.bench import benchbin
+from meminit.core import hugetlb, kernels, plotting, results, units
+from meminit.guest import vm
+from meminit.core.errors import MeminitError
 from meminit.scenarios.base import Boot, RunRequest, Scenario
-from meminit.stats import Stats
-from meminit.tables import render_table
+from meminit.core.stats import Stats
+from meminit.core.tables import render_table
 
 SCENARIO = "thp-fault"
 KINDS = ("thp-2M", "hugetlb-2M", "hugetlb-1G")

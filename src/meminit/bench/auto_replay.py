@@ -1,0 +1,182 @@
+"""The learning `auto` replayed over recorded sweeps (issue 33): what the policy would have cost
+on a CPU this machine is not, from what each mode cost over the whole range there.
+
+Per configuration (size, layout, destination, threads) of a run that measured template and
+streaming, the replay takes the probe schedule of the policy (bench/src/auto.c, patch 11: a
+round at chunk 0 and every power-of-two chunk with room for it, chunk 1 only where a second
+thread takes it before chunk 0's round has decided; each round an untimed template lead-in, two
+timed template pieces, two timed streaming pieces) and its verdict, and predicts
+auto's rate repetition by repetition: the verdict's mode over the whole range except the
+records the rounds wrote in the other mode.  The verdict comes from what the probes measured
+where the sweep recorded it (probe T/S, margin 1/32, as the kernel decides); in a run made
+before probes were recorded it is the mode that was faster over the whole range, i.e. the
+replay then judges the schedule's cost assuming the probes see what the range costs ("assumed"),
+which the live sweep on this machine checks (`probe T/S` against `range T/S`).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from meminit.bench import bench_stats, benchbin
+from meminit.core import paths
+
+SHARED_MEASUREMENTS = paths.REPO.parent / "shared" / "measurements"
+RESULTS_DIR = paths.BENCH_DIR / "results"
+RECORD_BYTES = 64  # one struct page
+# patch 10's MEMMAP_INIT_MT_MIN_STRUCT_PAGES: a range that writes fewer struct pages stays on
+# the calling thread unless memmap_init_threads forces a count
+KERNEL_MT_MIN_RECORDS = 262144
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The learning auto's parameters (bench/src/auto.h; patch 11's MEMMAP_AUTO_*)."""
+    probe: int = 256  # struct pages per timed piece, at least
+    lead: int = 256  # untimed template struct pages before the pieces, at least
+    pieces: int = 4  # two template, two streaming
+    margin_den: int = 32  # streaming must be faster by more than 1/32
+    decisive: float = 2.0  # a round stops after its first streaming piece if template is this much faster
+    chunk_pages: int = 32768  # the kernel's chunk: 128 MiB of device memory
+
+
+def _round_up(n: int, unit: int) -> int:
+    return -(-n // unit) * unit
+
+
+def schedule(policy: Policy, records: int, order: int, early: bool = False,
+             threads: int = 1) -> tuple[int, int]:
+    """(template records, streaming records) the probe rounds write in a range of `records`
+    struct pages of compound order `order` (whole compound pages per piece, chunks rounded to
+    compound pages and pageblocks as the kernel's split); early: every round stopped after
+    its first streaming piece.  Chunk 1 has a round only on several threads, where a second
+    thread takes it while chunk 0's round runs; one thread has chunk 0's verdict by then."""
+    unit = 1 << order
+    chunk = _round_up(policy.chunk_pages, max(unit, 512))
+    probe, lead = _round_up(policy.probe, unit), _round_up(policy.lead, unit)
+    per_round = lead + policy.pieces * probe
+    tmpl = stream = 0
+    for idx in range(-(-records // chunk)):
+        if idx & (idx - 1) or (idx == 1 and threads == 1):
+            continue
+        if min(chunk, records - idx * chunk) >= per_round:
+            # early: the round stopped after its first streaming piece
+            tmpl += lead + policy.pieces // 2 * probe
+            stream += (1 if early else policy.pieces // 2) * probe
+    return tmpl, stream
+
+
+def streams(policy: Policy, probe_tmpl_ns: float, probe_stream_ns: float) -> bool:
+    """The kernel's verdict: streaming's faster piece beats template's by more than 1/margin."""
+    return probe_stream_ns * policy.margin_den < probe_tmpl_ns * (policy.margin_den - 1)
+
+
+def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, order: int) -> dict:
+    """One configuration: the verdict, the predicted per-repetition rates and the bar."""
+    records = tmpl["size"] // RECORD_BYTES
+    if auto and auto.get("probe_stream_ns"):
+        s = streams(policy, auto["probe_tmpl_ns"], auto["probe_stream_ns"])
+        ratio = auto["probe_tmpl_ns"] / auto["probe_stream_ns"]
+        source = "probes"
+    else:
+        s = stream["median"] > tmpl["median"]
+        ratio = stream["median"] / tmpl["median"]
+        source = "assumed"
+    # the round stops after its first streaming piece when template is decisively faster
+    early = policy.decisive > 0 and not s and 1 / ratio >= policy.decisive
+    in_tmpl, in_stream = schedule(policy, records, order, early, tmpl["threads"])
+    other = min(records, in_tmpl if s else in_stream) / records
+    rt, rs = bench_stats.rates_by_rep(tmpl), bench_stats.rates_by_rep(stream)
+    keys = [None] if None in rt or None in rs else sorted(rt.keys() & rs.keys())
+    if keys == [None]:
+        rt, rs = {None: tmpl["median"]}, {None: stream["median"]}
+    best = stream if stream["median"] > tmpl["median"] else tmpl
+    pairs, pairs_t = [], []
+    for k in keys:
+        chosen, rest = (rs[k], rt[k]) if s else (rt[k], rs[k])
+        rate = 1 / ((1 - other) / chosen + other / rest)
+        pairs.append(rate / (rs[k] if best is stream else rt[k]))
+        pairs_t.append(rate / rt[k])
+    pairs.sort()
+    pairs_t.sort()
+    verdict, verdict_t = bench_stats.bar_verdict(pairs), bench_stats.bar_verdict(pairs_t)
+    return {"size": tmpl["size"], "layout": tmpl["layout"], "dest": tmpl["dest"], "threads": tmpl["threads"],
+            "split": tmpl.get("split", "even"), "mode": "streaming" if s else "template", "source": source,
+            "forced": tmpl["threads"] > 1 and records < KERNEL_MT_MIN_RECORDS,
+            "other_share": other, "range_t_over_s": stream["median"] / tmpl["median"],
+            "ratio_best": statistics.median(pairs) if pairs else 0.0,
+            "ratio_template": statistics.median(pairs_t) if pairs_t else 0.0,
+            "verdict": "MISS" if "MISS" in (verdict, verdict_t) else verdict}
+
+
+def replay_rows(policy: Policy, rows: list[dict]) -> list[dict]:
+    """Every configuration of a run's summary rows that has template and streaming (main section,
+    the chunked split where a case ran in both)."""
+    idx: dict = {}
+    for r in rows:
+        if r.get("kind", "fill") != "fill" or r.get("section", "") not in ("", "main"):
+            continue
+        key = (r["strategy"], r["layout"], r["dest"], r["size"], r["threads"])
+        if key not in idx or r.get("split") == "chunked":
+            idx[key] = r
+    out = []
+    for (strat, layout, dest, size, threads), t in idx.items():
+        if strat != "template" or layout not in ("o0", "o9"):
+            continue
+        s = idx.get((bench_stats.STREAMING, layout, dest, size, threads))
+        if s:
+            out.append(replay_cell(policy, t, s, idx.get(("auto", layout, dest, size, threads)),
+                                   0 if layout == "o0" else 9))
+    out.sort(key=lambda c: (c["layout"], bench_stats.dest_rank(c["dest"]), c["size"], c["threads"]))
+    return out
+
+
+@dataclass
+class RecordedRun:
+    name: str
+    cpu: str
+    rows: list[dict]
+
+
+def _cpu(machine: dict) -> str:
+    fm = f" family {machine.get('cpu_family') or machine.get('family')} model " \
+         f"{machine.get('cpu_model_number') or machine.get('model')}"
+    return f"{machine.get('cpu_model', '?')}{fm if 'None' not in fm else ''}"
+
+
+def load_run(path: Path) -> RecordedRun | None:
+    """A recorded sweep: a microbench result.json (its samples re-summarised, so that the
+    repetitions pair), a raw.txt of samples, or a bench/results summary (medians only)."""
+    if path.is_dir():
+        for name in ("result.json", "raw.txt"):
+            if (path / name).exists():
+                return load_run(path / name)
+        return None
+    if path.name == "raw.txt":
+        out = benchbin.parse_output(path.read_text())
+        table = path.with_name("table.txt")
+        head = table.read_text().splitlines()[0] if table.exists() else ""
+        cpu = head.split("  ")[2] if head.count("  ") >= 2 else "?"
+        return RecordedRun(str(path.parent), cpu, bench_stats.summarize(out.samples))
+    data = json.loads(path.read_text())
+    if "samples" in data:
+        return RecordedRun(str(path.parent), _cpu(data["machine"]), bench_stats.summarize(data["samples"]))
+    if "rows" in data:
+        return RecordedRun(str(path), _cpu(data), [{"kind": "fill", **r} for r in data["rows"]])
+    return None
+
+
+def recorded_runs(extra: list[Path] | None = None) -> list[RecordedRun]:
+    """bench/results/ and ../shared/measurements/ (when there), and any run named."""
+    found = sorted(RESULTS_DIR.glob("*.json"))
+    if SHARED_MEASUREMENTS.is_dir():
+        found += sorted(p for p in SHARED_MEASUREMENTS.iterdir() if p.is_dir())
+    runs = []
+    for p in found + list(extra or []):
+        run = load_run(p)
+        if run is not None:
+            runs.append(run)
+    return runs

@@ -1,0 +1,97 @@
+"""KUnit results from a boot log, parsed by the kernel's own tools/testing/kunit/kunit.py."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from meminit.core import kernels, paths, proc
+from meminit.core.errors import MeminitError
+from meminit.core.kernels import Linux
+
+REQUIRED_SUITES_FILE = paths.CONFIG_DIR / "kunit-suites.txt"
+
+
+@dataclass(frozen=True)
+class KunitCase:
+    suite: str
+    name: str
+    status: str  # kunit_json statuses: PASS, FAIL, SKIP, ERROR
+
+
+@dataclass(frozen=True)
+class KunitReport:
+    ok: bool
+    cases: list[KunitCase]
+    summary: str
+
+    def failed(self) -> list[KunitCase]:
+        return [c for c in self.cases if c.status not in ("PASS", "SKIP")]
+
+    def suites(self) -> set[str]:
+        return {c.suite for c in self.cases}
+
+
+def required_suites(linux: Linux = kernels.DEFAULT) -> list[str]:
+    """The suites the booted series kernel must run: config/kunit-suites.txt and the
+    kernel's own config/VERSION/kunit-suites.txt, if any."""
+    own = linux.own_config(REQUIRED_SUITES_FILE.name)
+    files = [REQUIRED_SUITES_FILE, *([own] if own.exists() else [])]
+    lines = (line.strip() for f in files for line in f.read_text().splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def gate(report: KunitReport, suites: Iterable[str], *, must_pass: Iterable[str] = (),
+         skips_allowed: bool = True) -> list[str]:
+    """Why a KUnit run does not count as passed; empty when it does.
+
+    A required suite that did not run, a case that failed or crashed, kunit.py's own
+    verdict, a case named in must_pass that did not pass (a target that exists to run
+    it), and, unless skips_allowed, a skipped case of a required suite: a boot that
+    offers everything its suites need must run every case, so a skip there means a
+    fast path went untested.
+    """
+    suites = list(suites)
+    ran = report.suites()
+    problems = [f"suite {s} did not run" for s in suites if s not in ran]
+    problems += [f"{c.suite}.{c.name} {c.status}" for c in report.failed()]
+    if not report.ok and not report.failed():
+        problems.append("kunit.py parse found the run broken (a crash or a truncated log)")
+    status = {c.name: c.status for c in report.cases}
+    problems += [f"{name} {status.get(name, 'did not run')}, and this target exists to run it"
+                 for name in must_pass if status.get(name) != "PASS"]
+    if not skips_allowed:
+        problems += [f"{c.suite}.{c.name} SKIP" for c in report.cases
+                     if c.status == "SKIP" and c.suite in suites]
+    return problems
+
+
+def _walk(node: dict, suite: str, out: list[KunitCase]) -> None:
+    for case in node.get("test_cases", []):
+        out.append(KunitCase(suite=suite, name=case["name"], status=case["status"]))
+    for sub in node.get("sub_groups", []):
+        _walk(sub, sub.get("name", suite), out)
+
+
+def parse(log_text: str, kernel_src: Path) -> KunitReport:
+    """Run `kunit.py parse --json` on a kernel log; kunit.py finds the KTAP lines itself."""
+    tool = kernel_src / "tools/testing/kunit/kunit.py"
+    if not tool.exists():
+        raise MeminitError(f"{tool} not found: is {kernel_src} a kernel tree?")
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "boot.log"
+        js = Path(tmp) / "kunit.json"
+        log.write_text(log_text)
+        parsed = proc.run([sys.executable, str(tool), "parse", f"--json={js}", str(log)], check=False)
+        summary = parsed.stdout.strip()
+        if not js.exists():
+            raise MeminitError(f"kunit.py parse produced no JSON:\n{parsed.stderr.strip()}")
+        data = json.loads(js.read_text())
+    cases: list[KunitCase] = []
+    _walk(data, data.get("name", "?"), cases)
+    ok = parsed.returncode == 0 and all(c.status in ("PASS", "SKIP") for c in cases)
+    return KunitReport(ok=ok, cases=cases, summary=summary)

@@ -1,0 +1,1 @@
+"""Real devices on this machine: pmem namespaces, dax devices, test_hmm (measure)."""
