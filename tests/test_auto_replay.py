@@ -106,3 +106,11 @@ def test_replay_command_reads_every_kind_of_recorded_run(tmp_path, capsys):
     assert loaded is not None and loaded.cpu.startswith("Test CPU")
     text, every = bench_results.replay_report([loaded], POLICY)
     assert every and "bar met in 1/1" in text and "probes" in text
+
+
+def test_replay_judges_the_callers_states_not_the_per_chunk_read_back():
+    samples = []
+    for dest in ("cold", "walked", "readback"):
+        samples += [{**s, "dest": dest} for s in _samples("template", [10] * 7) + _samples("movntdq", [12] * 7)]
+    cells = auto_replay.replay_rows(POLICY, bench_stats.summarize(samples))
+    assert [c["dest"] for c in cells] == ["cold", "walked"]

@@ -323,7 +323,8 @@ def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
     ("auto-round", "fill auto "),           # the learning auto skips a piece after its round
     ("auto-stream", "fill auto "),          # auto streams whatever its rounds found
     ("auto-template", "clock=flipping"),    # auto copies whatever its rounds found
-    ("auto-no-walk", "walk=1 "),            # auto ignores the hint that the memmap is walked next
+    ("auto-no-walk", " walk="),             # auto ignores the hint that the memmap is walked next
+    ("auto-walk-share", "auto walk share"),  # the candidate hint counts all of every read-back
     ("auto-no-early", "clock=decisive"),    # a decisive first streaming piece does not end the round
 ])
 def test_verify_catches_injected_bugs(bench_binary: Path, bug: str, where: str):
@@ -332,6 +333,10 @@ def test_verify_catches_injected_bugs(bench_binary: Path, bug: str, where: str):
     assert proc.returncode != 0
     fails = [l for l in proc.stdout.splitlines() if l.startswith("FAIL")]
     assert fails and all(where in l for l in fails), fails
+    if bug == "auto-no-walk":
+        # both read-back destinations hint: each chunk read back (1), the range walked after (2)
+        assert any(" walk=1 " in l for l in fails) and any(" walk=2 " in l for l in fails)
+        assert not any(" walk=0 " in l for l in fails)
     if bug == "chunk-align":
         # only compound layouts can notice, and at every thread count
         assert all(" layout=o9" in l for l in fails)
@@ -408,7 +413,7 @@ def test_auto_sweep_preset_and_explicit_options():
     opts = mb.option_values(mb.MicrobenchRequest(auto_sweep=True, profile={n: None for n in mb.PROFILES}))
     assert opts["fill"] == "slow,template,movntdq,auto" and opts["threads"] == "1,2"
     assert opts["split"] == "chunked" and opts["clear"] == "none" and opts["scale_fill"] == "none"
-    assert opts["sizes"] == "4M,16M,64M,256M,1G" and opts["dests"] == "cold,warm,readback"
+    assert opts["sizes"] == "4M,16M,64M,256M,1G" and opts["dests"] == "cold,warm,walked"
     assert mb.option_values(mb.MicrobenchRequest(auto_sweep=True, profile={"sizes": "4M"}))["sizes"] == "4M"
     assert mb.option_values(mb.MicrobenchRequest(quick=True))["sizes"] == "4M,64M"
 
@@ -426,3 +431,29 @@ def test_bench_and_scaling_commands():
     assert mb.scaling_command({**opts, "scale_fill": "none"}, "4K", "fsdax") is None
     out = mb.tag_section(benchbin.parse_output("sample kind=fill strategy=slow ns=5 bytes=64\n"), "scaling")
     assert out.samples[0]["section"] == "scaling"
+
+
+def test_run_mode_walked_destination_and_walk_share(bench_binary: Path):
+    # walked: the range just zeroed, filled, then walked once by one thread, inside the timing;
+    # the candidate walk hint is an option of the learning auto, refused when misspelt
+    proc = subprocess.run([str(bench_binary), "run", "--sizes", "4M", "--reps", "1", "--threads", "1,2",
+                           "--dests", "walked,readback", "--layouts", "o0", "--split", "chunked",
+                           "--fill", "template,auto", "--clear", "none", "--fault", "none",
+                           "--evict-bytes", "4M", "--min-bytes", "4M", "--auto-walk-share", "llc"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    fills = [s for s in benchbin.parse_output(proc.stdout).samples if s["kind"] == "fill"]
+    assert {(s["dest"], s["strategy"], s["threads"]) for s in fills} == {
+        (d, f, t) for d in ("walked", "readback") for f in ("template", "auto") for t in (1, 2)}
+    # the walk runs on the calling thread, whose CPU time the sample counts
+    assert all(s["cpu_ns"] > 0 for s in fills if s["dest"] == "walked")
+    bad = subprocess.run([str(bench_binary), "run", "--auto-walk-share", "half"],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode != 0 and "unknown --auto-walk-share 'half' (full, llc)" in bad.stderr
+
+
+def test_auto_walk_share_reaches_the_bench():
+    cmd = mb.bench_command(mb.option_values(mb.MicrobenchRequest(auto_sweep=True)), [], "4K", "fsdax",
+                           auto_walk_share="llc")
+    assert cmd[cmd.index("--auto-walk-share") + 1] == "llc"
+    assert "walked" in cmd[cmd.index("--dests") + 1].split(",")

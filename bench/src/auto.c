@@ -52,6 +52,7 @@ static struct auto_stats stats;
 unsigned long auto_probe_min = AUTO_PROBE_RECORDS;
 unsigned long auto_probe_lead = AUTO_PROBE_RECORDS;
 unsigned long auto_probe_late;	/* 0: as auto_probe_min */
+int auto_walk_llc = 1;	/* patch 11; 0: --auto-walk-share full */
 /* the round of the highest chunk so far: chunk << 1 | streaming won; -1 none */
 static _Atomic long verdict = -1;
 
@@ -107,6 +108,16 @@ int auto_round_decided(int piece, const uint64_t ns[2][2])
 	return piece == 2 && ns[1][0] >= AUTO_DECISIVE * t;
 }
 
+unsigned long auto_walk_share(size_t bytes, size_t llc)
+{
+	unsigned long share;
+
+	if (!llc || bytes <= llc || bug == BUG_AUTO_WALK_SHARE)
+		return AUTO_WALK_SHARE_ONE;
+	share = llc * AUTO_WALK_SHARE_ONE / bytes;
+	return share ? share : 1;	/* as the kernel's, at least 1 */
+}
+
 void auto_reset(void)
 {
 	atomic_store_explicit(&verdict, -1, memory_order_relaxed);
@@ -131,6 +142,29 @@ static void count(unsigned long records, int streamed)
 	__atomic_fetch_add(&stats.records, records, __ATOMIC_RELAXED);
 	if (streamed)
 		__atomic_fetch_add(&stats.streamed, records, __ATOMIC_RELAXED);
+}
+
+/*
+ * Read back a piece as the hinted walk does and return its time since t0,
+ * counting only fn->walk_share of the read-back (a walk after a range larger
+ * than the LLC finds only the last LLC's worth of template's lines in the
+ * cache; it reads the rest from DRAM, as all of streaming's).
+ */
+static uint64_t walk_piece(const struct auto_fns *fn, const struct fill_job *piece,
+			   uint64_t (*clock)(void), uint64_t t0)
+{
+	uint64_t t1 = 0;
+
+	if (fn->walk_share < AUTO_WALK_SHARE_ONE) {
+		__builtin_ia32_mfence();
+		t1 = clock();
+	}
+	sink += fn->walk(piece);
+	__atomic_fetch_add(&stats.walked, 1, __ATOMIC_RELAXED);
+	__builtin_ia32_mfence();
+	if (fn->walk_share < AUTO_WALK_SHARE_ONE)
+		return t1 - t0 + (clock() - t1) * fn->walk_share / AUTO_WALK_SHARE_ONE;
+	return clock() - t0;
 }
 
 void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const struct auto_fns *fn,
@@ -166,11 +200,11 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 			if (st)
 				fn->drain();
 			if (fn->walk && j.bug != BUG_AUTO_NO_WALK) {
-				sink += fn->walk(&piece);
-				__atomic_fetch_add(&stats.walked, 1, __ATOMIC_RELAXED);
+				ns[st][pieces & 1] = walk_piece(fn, &piece, clock, t0);
+			} else {
+				__builtin_ia32_mfence();
+				ns[st][pieces & 1] = clock() - t0;
 			}
-			__builtin_ia32_mfence();
-			ns[st][pieces & 1] = clock() - t0;
 			count(probe, st);
 			piece.start_pfn += probe;
 			if (auto_round_decided(pieces, ns) && j.bug != BUG_AUTO_NO_EARLY) {

@@ -1,6 +1,7 @@
 /* auto.h - the learning `auto` policy (auto.c), replayed on the kernel's chunks. */
 #ifndef MEMINIT_BENCH_AUTO_H
 #define MEMINIT_BENCH_AUTO_H
+#include <stddef.h>
 #include <stdint.h>
 
 #include "page.h"
@@ -17,7 +18,10 @@ struct auto_fns {
 	/* the caller's hint that it walks the memmap next: each probe piece
 	 * is read back as the walk reads it before its clock stops; NULL: none */
 	unsigned long (*walk)(const struct fill_job *);
+	/* of each piece's read-back time, the share the walk pays: /AUTO_WALK_SHARE_ONE */
+	unsigned long walk_share;
 };
+#define AUTO_WALK_SHARE_ONE 1024
 
 /* --auto-probe: struct pages per probe piece, at least (AUTO_PROBE_RECORDS) */
 extern unsigned long auto_probe_min;
@@ -25,6 +29,8 @@ extern unsigned long auto_probe_min;
 extern unsigned long auto_probe_lead;
 /* --auto-probe-late: struct pages per piece in the rounds of chunk 2 on (0: as the first) */
 extern unsigned long auto_probe_late;
+/* the walk hint counts LLC / range of each piece's read-back (patch 11); 0: all of it */
+extern int auto_walk_llc;
 
 /* What auto did in the fills since auto_reset(), over all threads. */
 struct auto_stats {
@@ -49,6 +55,8 @@ unsigned long auto_round_records(unsigned int order, unsigned long chunk);
 int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2]);
 /* whether the round ends after piece (0-3) with the times so far */
 int auto_round_decided(int piece, const uint64_t ns[2][2]);
+/* of a piece's read-back, what a walk after a range of bytes pays (llc 0: unknown, all) */
+unsigned long auto_walk_share(size_t bytes, size_t llc);
 void auto_reset(void);
 struct auto_stats auto_stats(void);
 /* Fill chunk number idx of a range (j->tpl, j->no_drain set as for any chunk). */

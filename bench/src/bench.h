@@ -87,6 +87,10 @@ typedef void (*fill_fn)(const struct fill_job *);
 #define PREP_COLD 1		/* evict the caches */
 #define PREP_WARM 2		/* evict, then zero the destination with normal stores */
 
+#define READBACK_NONE 0
+#define READBACK_CHUNK 1	/* each thread reads back every chunk it has just filled */
+#define READBACK_WALK 2		/* the main thread walks the whole range once, after the fill */
+
 extern unsigned long chunk_req_pages;	/* --chunk, in pages */
 extern unsigned long chunk_pages, n_chunks;	/* of the last chunked fill */
 extern int bug;				/* --bug: BUG_* */

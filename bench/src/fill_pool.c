@@ -103,7 +103,7 @@ static void run_chunks(struct worker *w)
 			auto_fill_chunk(&j, c, learning, learning_clock);
 		else
 			w->fn(&j);
-		if (w->readback)
+		if (w->readback == READBACK_CHUNK)
 			s += readback_job(&j);
 	}
 	sfence();	/* the one drain of this thread */
@@ -117,7 +117,7 @@ static void do_work(struct worker *w)
 		return;
 	}
 	w->fn(&w->job);
-	if (w->readback)
+	if (w->readback == READBACK_CHUNK)
 		readback(w);
 }
 
@@ -243,6 +243,16 @@ uint64_t run_fill(fill_fn fn, int threads, struct page *map, unsigned long nr_pa
 	for (int t = 1; t < threads; t++)
 		while (atomic_load_explicit(&pool[t].done, memory_order_acquire) != gen)
 			__builtin_ia32_pause();
+	if (do_readback == READBACK_WALK) {
+		/* the caller's walk of the whole memmap, on one thread */
+		struct fill_job whole = pool[0].job;
+		uint64_t c1 = thread_cpu_ns();
+
+		whole.start_pfn = BASE_PFN;
+		whole.nr_pages = nr_pages;
+		pool[0].sum += readback_job(&whole);
+		last_cpu_ns += thread_cpu_ns() - c1;
+	}
 	t1 = now_ns();
 	for (int t = 0; t < threads; t++)
 		sink += pool[t].sum;
@@ -251,8 +261,8 @@ uint64_t run_fill(fill_fn fn, int threads, struct page *map, unsigned long nr_pa
 
 /* What the learning auto chooses between: the template copy and the kernel's
  * streaming backend (memcpy_nontemporal(): MOVNTDQ), by layout. */
-static const struct auto_fns auto_fns = { fill_template, fill_movntdq, sfence, NULL };
-static const struct auto_fns auto_fns_pre = { fill_template_pre, fill_movntdq_pre, sfence, NULL };
+static const struct auto_fns auto_fns = { fill_template, fill_movntdq, sfence, NULL, 0 };
+static const struct auto_fns auto_fns_pre = { fill_template_pre, fill_movntdq_pre, sfence, NULL, 0 };
 
 /*
  * One fill of the learning auto (auto.c) on the kernel's chunks, with its own
@@ -266,9 +276,22 @@ uint64_t run_auto_fill(int pre, uint64_t (*clock)(void), int threads, struct pag
 	struct auto_stats a;
 	uint64_t ns;
 
-	/* a fill that is read back gives auto the hint that the memmap is walked next */
-	if (do_readback)
+	/*
+	 * A fill that is read back gives auto the hint that the memmap is walked
+	 * next.  As patch 11, the probes count the share of each piece's
+	 * read-back that a walk after the whole fill pays: that walk finds
+	 * template's lines in the cache only for the last LLC's worth of the
+	 * range and reads the rest from DRAM, as it reads all of streaming's
+	 * (--auto-walk-share full: all of it, the policy before 2026-11-26).
+	 */
+	if (do_readback) {
+		size_t llc = llc_bytes(), bytes = nr_pages * 64;
+
 		fns.walk = readback_job;
+		fns.walk_share = AUTO_WALK_SHARE_ONE;
+		if (auto_walk_llc)
+			fns.walk_share = auto_walk_share(bytes, llc);
+	}
 	learning = &fns;
 	learning_clock = clock;
 	auto_reset();

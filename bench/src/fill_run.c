@@ -89,10 +89,12 @@ void fill_samples(struct opts *o, int rep, char *buf, int avx512)
 
 			for (int di = 0; di < o->n_dests; di++) {
 				const char *dest = o->dests[di];
-				int rb = !strcmp(dest, "readback");
+				int walked = !strcmp(dest, "walked");
+				int rb = walked ? READBACK_WALK :
+					 !strcmp(dest, "readback") ? READBACK_CHUNK : READBACK_NONE;
 
 				if (strcmp(dest, "cold") && strcmp(dest, "warm") && !rb)
-					die("unknown destination '%s' (cold, warm, readback)", dest);
+					die("unknown destination '%s' (cold, warm, readback, walked)", dest);
 				for (int ti = 0; ti < o->n_threads; ti++) {
 					int threads = atoi(o->threads[ti]);
 
@@ -113,7 +115,8 @@ void fill_samples(struct opts *o, int rep, char *buf, int avx512)
 
 							ns = 0;
 							for (unsigned long k = 0; k < passes; k++) {
-								int prep = strcmp(dest, "warm") ? PREP_COLD : PREP_WARM;
+								int prep = strcmp(dest, "warm") && !walked ?
+									   PREP_COLD : PREP_WARM;
 
 								if (fs->learns)
 									ns += run_auto_fill(pre, now_ns, threads,

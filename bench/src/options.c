@@ -100,7 +100,8 @@ int parse_opts(int argc, char **argv, struct opts *o)
 		{ "chunk", 1, 0, 'k' }, { "auto-altmap-min", 1, 0, 'A' },
 		{ "auto-dram-min", 1, 0, 'D' }, { "clear-fault", 1, 0, 'q' },
 		{ "auto-probe", 1, 0, 'P' }, { "auto-lead", 1, 0, 'L' },
-		{ "auto-probe-late", 1, 0, 'T' }, { 0, 0, 0, 0 },
+		{ "auto-probe-late", 1, 0, 'T' }, { "auto-walk-share", 1, 0, 'W' },
+		{ 0, 0, 0, 0 },
 	};
 	int c;
 
@@ -127,6 +128,11 @@ int parse_opts(int argc, char **argv, struct opts *o)
 		case 'D': o->auto_dram_min = parse_size(optarg); break;
 		case 'L': auto_probe_lead = strtoul(optarg, NULL, 0); break;
 		case 'T': auto_probe_late = strtoul(optarg, NULL, 0); break;
+		case 'W':
+			if (strcmp(optarg, "full") && strcmp(optarg, "llc"))
+				die("unknown --auto-walk-share '%s' (full, llc)", optarg);
+			auto_walk_llc = !strcmp(optarg, "llc");
+			break;
 		case 'P':
 			auto_probe_min = strtoul(optarg, NULL, 0);
 			if (!auto_probe_min)
@@ -155,6 +161,7 @@ int parse_opts(int argc, char **argv, struct opts *o)
 			else if (!strcmp(optarg, "auto-template")) bug = BUG_AUTO_TEMPLATE;
 			else if (!strcmp(optarg, "auto-no-walk")) bug = BUG_AUTO_NO_WALK;
 			else if (!strcmp(optarg, "auto-no-early")) bug = BUG_AUTO_NO_EARLY;
+			else if (!strcmp(optarg, "auto-walk-share")) bug = BUG_AUTO_WALK_SHARE;
 			else die("unknown bug '%s'", optarg);
 			break;
 		default:

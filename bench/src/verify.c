@@ -124,14 +124,15 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 	for (int ti = 0; ti < 3; ti++)
 	for (int ci = 0; ci < 2; ci++)
 	for (int flip = 0; flip < 3; flip++)
-	for (int walk = 0; walk < 2; walk++) {
+	for (int walk = READBACK_NONE; walk <= READBACK_WALK; walk++) {
 		struct auto_stats a = { 0 };
 		int ok, learns, right;
 
 		chunk_req_pages = chunk_reqs[ci];
 		memset(buf, POISON, size + 2 * GUARD);
 		atomic_store(&flip_stream_rounds, 0);
-		/* walk: a read-back fill, whose hint makes auto read back every probe piece */
+		/* walk: a read-back fill (each chunk, or the whole range after the
+		 * fill), whose hint makes auto read back every probe piece */
 		/* flip 1: rounds alternate; 2: template decisively faster, rounds end early */
 		decisive_reads = 0;
 		run_auto_fill(pre, flip == 2 ? decisive_clock : flip ? flip_clock : now_ns,
@@ -169,6 +170,21 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 	}
 }
 
+/* The share of a piece's read-back the candidate walk hint counts (issue 33). */
+static void verify_auto_walk_share(void)
+{
+	unsigned long in_llc = auto_walk_share(4UL << 20, 8UL << 20);
+	unsigned long four_llc = auto_walk_share(32UL << 20, 8UL << 20);
+	unsigned long unknown = auto_walk_share(32UL << 20, 0);
+	char what[200];
+
+	snprintf(what, sizeof(what), "auto walk share: range in the LLC %lu, 4 x the LLC %lu, "
+		 "LLC unknown %lu (want %d, %d, %d)", in_llc, four_llc, unknown,
+		 AUTO_WALK_SHARE_ONE, AUTO_WALK_SHARE_ONE / 4, AUTO_WALK_SHARE_ONE);
+	report(in_llc == AUTO_WALK_SHARE_ONE && four_llc == AUTO_WALK_SHARE_ONE / 4 &&
+	       unknown == AUTO_WALK_SHARE_ONE, what);
+}
+
 int cmd_verify(struct opts *o)
 {
 	int avx512 = has_avx512f(), clzero = has_clzero();
@@ -182,6 +198,7 @@ int cmd_verify(struct opts *o)
 	if (!size)
 		die("--size must be at least 32 KiB%s", "");
 	alloc_scratch();
+	verify_auto_walk_share();
 	buf = alloc_buf(size + 2 * GUARD, 1);
 	ref = malloc(size + 2 * GUARD);
 	if (!ref)

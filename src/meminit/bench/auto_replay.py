@@ -30,6 +30,10 @@ RECORD_BYTES = 64  # one struct page
 # patch 10's MEMMAP_INIT_MT_MIN_STRUCT_PAGES: a range that writes fewer struct pages stays on
 # the calling thread unless memmap_init_threads forces a count
 KERNEL_MT_MIN_RECORDS = 262144
+# the cache states of the kernel's callers (bench/README.md): an altmap memmap (cold), a DRAM
+# memmap nobody walks (warm) and one its owner walks after the init (walked); `readback`, each
+# chunk read back right after its init, stands for no caller and is not judged
+JUDGED_DESTS = ("cold", "warm", "walked")
 
 
 @dataclass(frozen=True)
@@ -114,10 +118,11 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
 
 def replay_rows(policy: Policy, rows: list[dict]) -> list[dict]:
     """Every configuration of a run's summary rows that has template and streaming (main section,
-    the chunked split where a case ran in both)."""
+    the chunked split where a case ran in both) in a destination state of the kernel's callers."""
     idx: dict = {}
     for r in rows:
-        if r.get("kind", "fill") != "fill" or r.get("section", "") not in ("", "main"):
+        if r.get("kind", "fill") != "fill" or r.get("section", "") not in ("", "main") \
+                or r["dest"] not in JUDGED_DESTS:
             continue
         key = (r["strategy"], r["layout"], r["dest"], r["size"], r["threads"])
         if key not in idx or r.get("split") == "chunked":

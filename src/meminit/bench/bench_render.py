@@ -231,7 +231,7 @@ def plot(result: dict, path: Path) -> None:
     if fills:
         big, small = sizes[-1], sizes[0]
         for layout in sorted({r["layout"] for r in fills}):
-            for dest, size in (("cold", big), ("warm", small), ("readback", small)):
+            for dest, size in (("cold", big), ("warm", small), ("walked", small), ("readback", small)):
                 sel = [r for r in fills if r["layout"] == layout and r["dest"] == dest and r["size"] == size]
                 if sel:
                     panels.append((f"fill {layout} {dest} {format_size(size)}", sel))

@@ -18,8 +18,9 @@ STREAMING = "movntdq"
 KERNEL_COOPERATIVE_UNIT = 256 << 10
 
 def dest_rank(dest: str) -> int:
-    """cold, warm (just zeroed), read back: the order tables list destination states in."""
-    return {"cold": 0, "warm": 1, "readback": 2}.get(dest, 3)
+    """cold, warm (just zeroed), walked (just zeroed, then walked once), read back (each chunk):
+    the order tables list destination states in."""
+    return {"cold": 0, "warm": 1, "walked": 2, "readback": 3}.get(dest, 4)
 
 
 KEY_FIELDS = ("kind", "strategy", "layout", "dest", "size", "threads", "split", "unit", "section")

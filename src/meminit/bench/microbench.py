@@ -47,7 +47,7 @@ PROFILES = {
     "threads": ("1", "1"),
     "split": ("even", "even"),
     "layouts": ("o0,o9", "o0,o9"),
-    "dests": ("cold,warm,readback", "cold,warm,readback"),
+    "dests": ("cold,warm,walked,readback", "cold,warm,walked,readback"),
     "fill": (FILL_STRATEGIES, FILL_STRATEGIES),
     "clear": (CLEAR_CASES, "stosb-4K,php2M-4K,fz2M-256K,stosb-2M,stosb-32M,stosb-all,fz1G-256K,fz1G-32M,"
                            "stosq-all,avx512nt-all,clzero-all,stosb_nz-all,avx512nt_nz-all"),
@@ -66,7 +66,7 @@ PROFILES = {
 # --auto-sweep: issue 14's sweep, the learning auto against slow, template and streaming on the
 # kernel's chunks, in every size, layout and cache state, on 1 and 2 threads; nothing else
 AUTO_SWEEP = {"fill": f"slow,template,{STREAMING},auto", "threads": "1,2", "split": "chunked",
-              "clear": "none", "fault": "none", "scale_fill": "none"}
+              "dests": "cold,warm,walked", "clear": "none", "fault": "none", "scale_fill": "none"}
 
 # ---------------------------------------------------------------------- run
 
@@ -97,6 +97,8 @@ class MicrobenchRequest:
     clear_fault: str = "middle"
     auto_altmap_min: str | None = None
     auto_dram_min: str | None = None
+    # the learning auto's walk hint: "llc" (patch 11) or "full" (the policy before 2026-11-26)
+    auto_walk_share: str = "llc"
     nice: int = 0
     out: Path | None = None  # None: results/microbench-<UTC stamp>
     verify: bool = False
@@ -112,7 +114,7 @@ def option_values(req: MicrobenchRequest) -> dict:
 
 def bench_command(opts: dict, fault_kinds: list[str], movsb_block: str, pgmap_type: str,
                   auto_min: tuple[str | None, str | None] = (None, None),
-                  clear_fault: str = "middle") -> list[str]:
+                  clear_fault: str = "middle", auto_walk_share: str = "llc") -> list[str]:
     cmd = [str(BINARY), "run", "--sizes", opts["sizes"], "--reps", str(opts["reps"]),
            "--threads", opts["threads"], "--layouts", opts["layouts"], "--dests", opts["dests"],
            "--fill", opts["fill"] or "none", "--clear", opts["clear"] or "none",
@@ -120,7 +122,7 @@ def bench_command(opts: dict, fault_kinds: list[str], movsb_block: str, pgmap_ty
            "--fault-size", opts["fault_size"], "--min-bytes", opts["min_bytes"],
            "--movsb-block", movsb_block, "--pgmap-type", pgmap_type,
            "--split", opts.get("split") or "even", "--chunk", opts.get("chunk") or "128M",
-           "--clear-fault", clear_fault]
+           "--clear-fault", clear_fault, "--auto-walk-share", auto_walk_share]
     for flag, value in zip(("--auto-altmap-min", "--auto-dram-min"), auto_min):
         if value:
             cmd += [flag, value]
@@ -182,7 +184,7 @@ def run(req: MicrobenchRequest) -> int:
     with HugetlbReservation(plan) as resv:
         run_kinds = [k for k in fault_kinds if k not in resv.skipped]
         cmds = [("", bench_command(opts, run_kinds, req.movsb_block, req.pgmap_type, auto_min,
-                                   req.clear_fault))]
+                                   req.clear_fault, req.auto_walk_share))]
         scale = scaling_command(opts, req.movsb_block, req.pgmap_type, auto_min)
         if scale:
             cmds.append(("scaling", scale))
@@ -224,6 +226,7 @@ def run(req: MicrobenchRequest) -> int:
         "options": {**opts, "nice": req.nice, "movsb_block": req.movsb_block,
                     "pgmap_type": req.pgmap_type, "quick": req.quick,
                     "auto_altmap_min": req.auto_altmap_min, "auto_dram_min": req.auto_dram_min,
+                    "auto_walk_share": req.auto_walk_share,
                     "commands": [c for _n, c, _l in sections]},
         "bench_info": out.info,
         "limit": limit,

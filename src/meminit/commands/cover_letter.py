@@ -74,7 +74,7 @@ def bench_table(summaries: list[dict], size: int = TABLE_SIZE) -> str:
         idx = bench_results.rows_by_case(summary, "")
         rows = []
         for layout in sorted({r["layout"] for r in summary["rows"]}):
-            for dest in ("cold", "warm", "readback"):
+            for dest in ("cold", "warm", "walked", "readback"):
                 got: dict[str, dict | None] = {s: idx.get((s, layout, dest, size, 1))
                                                for s in bench_results.TABLE_STRATEGIES}
                 slow, template, streaming, auto = (case["median"] if case else None for case in got.values())
@@ -92,8 +92,9 @@ def bench_table(summaries: list[dict], size: int = TABLE_SIZE) -> str:
     if not blocks:
         return "(no CPU in bench/results/ has a run at this size)"
     return (f"GB/s of struct pages written, {units.format_size(size)} of memmap, median of the run;\n"
-            "o0: order-0 pages, o9: 2 MiB compound pages; cold, just zeroed (warm) or\n"
-            "read back first (readback):\n\n" + "\n\n".join(blocks))
+            "o0: order-0 pages, o9: 2 MiB compound pages; cold, just zeroed (warm), just\n"
+            "zeroed and walked once after the init (walked), or each chunk read back\n"
+            "right after its init (readback):\n\n" + "\n\n".join(blocks))
 
 
 def how_tested(linux: Linux = kernels.DEFAULT) -> str:

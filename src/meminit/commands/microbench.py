@@ -21,7 +21,8 @@ def request_from(args: argparse.Namespace) -> microbench.MicrobenchRequest:
     return microbench.MicrobenchRequest(
         quick=args.quick, auto_sweep=args.auto_sweep, profile={name: getattr(args, name) for name in microbench.PROFILES},
         movsb_block=args.movsb_block, pgmap_type=args.pgmap_type, clear_fault=args.clear_fault,
-        auto_altmap_min=args.auto_altmap_min, auto_dram_min=args.auto_dram_min, nice=args.nice,
+        auto_altmap_min=args.auto_altmap_min, auto_dram_min=args.auto_dram_min,
+        auto_walk_share=args.auto_walk_share, nice=args.nice,
         out=Path(args.out) if args.out else None, verify=args.verify, verify_size=args.verify_size)
 
 
@@ -62,7 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="auto-dram streams from this memmap size on (default: 2 x the LLC size, as the kernel)")
     p.add_argument("--layouts", help="o0 (every record a head), o9 (order-9 compounds, head data "
                                      "after the tails), o9pre (first tail pre-composed); default o0,o9")
-    p.add_argument("--dests", help="cold, warm, readback (default all three)")
+    p.add_argument("--dests", help="cold, warm (just zeroed), walked (just zeroed, then walked once "
+                                   "after the fill), readback (each chunk read back after its fill) "
+                                   "(default cold,warm,walked,readback; --auto-sweep: cold,warm,walked)")
     p.add_argument("--fill", help=f"fill strategies (default {microbench.FILL_STRATEGIES})")
     p.add_argument("--clear", help="clear cases method-unit, e.g. stosb-4K,stosq-2M,clzero-all "
                                    "(methods: stosb stosb_desc stosq movnti avx512nt clzero memset; "
@@ -79,6 +82,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="replicated block for rep movsb, order 0, at least 64 (default 4K)")
     p.add_argument("--pgmap-type", default=d.pgmap_type, choices=["fsdax", "private", "coherent", "generic"],
                    help="dev_pagemap type (sets the head refcount: 0 for private/coherent)")
+    p.add_argument("--auto-walk-share", default=d.auto_walk_share, choices=["full", "llc"],
+                   help="what the learning auto's walk hint (walked, readback) counts of each probe "
+                        "piece's read-back: llc, the share a walk after the whole range pays, LLC / "
+                        "range (patch 11), or full, all of it (the policy before 2026-11-26) "
+                        "(default llc)")
     p.add_argument("--nice", type=options.integer(-20, 19, note="0: unchanged"), default=d.nice,
                    help="niceness for the benchmark's own session/autogroup (e.g. -10 on a busy "
                         "shared machine; negative values need root)")
