@@ -22,7 +22,7 @@ DOCS = [README, *sorted(DOC_DIR.glob("*.md")), *BENCH_DOCS]
 # dated records: their prose may name options of an earlier tool (their command lines still parse)
 RECORDS = {DOC_DIR / "series.md", REPO / "bench" / "RESULTS.md"}
 # options of other tools the docs quote: ndctl's, checkpatch's, git's (commit, send-email)
-FOREIGN_OPTIONS = {"--map", "--align", "--strict", "--amend", "--from", "--mode"}
+FOREIGN_OPTIONS = {"--map", "--align", "--strict", "--amend", "--from", "--mode", "--shared"}
 PLACEHOLDERS = {"STAMP": "20261124T000000Z", "RUN_DIR": "results/microbench-x", "<time>": "x",
                 "TARGET ...": "um", "PROGRAM ...": "cow", "BASE": "x", "SERIES": "y", "…": "",
                 "add|table|replay": "table", "[": "", "]": ""}

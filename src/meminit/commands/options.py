@@ -12,7 +12,7 @@ import argparse
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from meminit.core import kernels, units
 from meminit.guest import vm
@@ -30,7 +30,16 @@ def add_linux_option(p: argparse.ArgumentParser) -> None:
 
 
 def linux_from(args: argparse.Namespace) -> Linux:
-    return kernels.KERNELS[getattr(args, "linux", kernels.DEFAULT.version)]
+    return kernels.KERNELS[getattr(args, "linux", None) or kernels.DEFAULT.version]
+
+
+def refuse(args: argparse.Namespace, message: str) -> NoReturn:
+    """A combination of options argparse cannot check itself, refused as argparse refuses a
+    bad value (usage, the message, exit 2): the command's parser, set as its `parser` default."""
+    parser: argparse.ArgumentParser | None = getattr(args, "parser", None)
+    if parser is None:
+        raise MeminitError(message)
+    parser.error(message)
 
 
 # ---------------------------------------------------------------- option types

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
 
 from meminit.core import deps, hostinfo, results, units
 from meminit.guest import vm
-from meminit.kernel import build, source
+from meminit.kernel import build, own_tree, source
 from meminit.commands import options
 from meminit.core.errors import MeminitError
 from meminit.scenarios import DEFAULT, REGISTRY, RunRequest, fault_latency, memmap, plot, render
@@ -20,6 +21,9 @@ def run(req: RunRequest) -> Path:
     """Build what is needed, boot every kernel per scenario, write result.json and print the table."""
     if len(set(req.kernels)) != len(req.kernels):
         raise MeminitError(f"--kernels names a kernel twice: {','.join(req.kernels)}")
+    prepared = own_tree.prepare(req.tree) if req.tree else None
+    if prepared:
+        req = dataclasses.replace(req, linux=prepared.trees.linux)
     chosen = [REGISTRY[name] for name in req.scenarios]
     for scenario in chosen:
         if req.linux.version not in scenario.linux_versions:
@@ -28,7 +32,10 @@ def run(req: RunRequest) -> Path:
     memories = [s.guest_memory(req) for s in chosen]  # refuses impossible sizes before building
     deps.ensure(deps.GUEST)
     memmap.prepare_replay(req)
-    built = build.build_variants(req.kernels, jobs=req.jobs, linux=req.linux)
+    if prepared:
+        built = build.build_trees(req.kernels, prepared.trees, req.jobs, own=True)
+    else:
+        built = build.build_variants(req.kernels, jobs=req.jobs, linux=req.linux)
     run_dir = results.new_run_dir("run")
     first = built[req.kernels[0]]
     accel = vm.resolve_accel(req.guest.accel, first.image, run_dir, first.variant)
@@ -36,7 +43,8 @@ def run(req: RunRequest) -> Path:
         "kind": "memmap", "host_cpu": hostinfo.cpu_model(), "accel": accel, "guest_cpus": req.guest.cpus,
         "init_threads": req.init_threads,
         "guest_memory": units.format_size(max(memories)), "pmem_size": units.format_size(req.pmem_size),
-        "rebinds": req.rebinds, **source.provenance(req.linux),
+        "rebinds": req.rebinds,
+        **(prepared.provenance(req.tree) if prepared and req.tree else source.provenance(req.linux)),
         "kernels": {v: k.release for v, k in built.items()}, "scenarios": [],
     }
     for scenario in chosen:
@@ -52,8 +60,17 @@ def run(req: RunRequest) -> Path:
 
 
 def request_from(args: argparse.Namespace) -> RunRequest:
+    tree = None
+    if args.tree:
+        if not args.base:
+            options.refuse(args, "--tree DIR needs --base REV, the commit to compare against")
+        tree = own_tree.OwnTree(Path(args.tree), base=args.base, series=args.series or "HEAD",
+                                config_of=args.linux)
+    elif args.base or args.series:
+        options.refuse(args, f"{'--base' if args.base else '--series'} names a commit of --tree DIR, "
+                             "which is missing")
     return RunRequest(
-        scenarios=args.scenario or [DEFAULT], kernels=args.kernels, linux=options.linux_from(args),
+        scenarios=args.scenario or [DEFAULT], kernels=args.kernels, linux=options.linux_from(args), tree=tree,
         guest=options.guest_from(args), jobs=args.jobs,
         variants=args.variants, pmem_size=args.pmem_size, init_threads=args.init_threads,
         rebinds=args.rebinds, replay=not args.no_replay, replay_reps=args.replay_reps,
@@ -79,6 +96,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"scenario to run (repeatable; default {DEFAULT}): "
                         + "; ".join(f"{name}: {s.help}" for name, s in REGISTRY.items()))
     options.add_linux_option(p)
+    p.add_argument("--tree", metavar="DIR",
+                   help="a kernel git tree of your own to build and measure instead of the Debian "
+                        "source and patches/ (never written to: its commits are checked out under "
+                        "work/own/); needs --base; its config fragments are those of --linux, by "
+                        "default of the nearest kernel meminit knows")
+    p.add_argument("--base", metavar="REV", help="--tree: the commit the base kernel is built from")
+    p.add_argument("--series", metavar="REV", help="--tree: the commit the series kernel is built from "
+                                                   "(default HEAD)")
+    # --linux's default depends on --tree (the Makefile's version); None: not given
+    p.set_defaults(linux=None)
     p.add_argument("--kernels", type=lambda s: s.split(","), default=d.kernels,
                    help="comma-separated kernels to boot, first decides the accelerator "
                         f"(default {listed(d.kernels)})")
@@ -128,4 +155,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.add_guest_options(p, "timeout", timeout=TIMEOUT_S)
     p.add_argument("-j", "--jobs", type=options.integer(), help="kernel build jobs (default: CPUs)")
     options.add_guest_options(p)
-    p.set_defaults(func=_cmd_run)
+    p.set_defaults(func=_cmd_run, parser=p)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -26,6 +27,9 @@ class Kernel:
     src: Path
     out: Path
     linux: Linux = kernels.DEFAULT
+    # a tree of the user's own (own_tree): the series commit is configured as base is, with
+    # the series fragment's options set only where the tree has them
+    own: bool = False
 
     @property
     def image(self) -> Path:
@@ -96,7 +100,16 @@ def run_make(kernel: Kernel, cmd: list[str], log: Path, what: str, env: dict[str
 
 def build(kernel: Kernel, jobs: int | None = None) -> float:
     deps.ensure(deps.KERNEL_BUILD)
-    kconfig.configure(kernel.src, kernel.out, kconfig.fragments_for(kernel.variant, kernel.linux))
+    if kernel.own:
+        required = kconfig.fragments_for("base", kernel.linux)
+        wished = [f for f in kconfig.fragments_for(kernel.variant, kernel.linux) if f not in required]
+        try:
+            kconfig.configure(kernel.src, kernel.out, required, optional=wished)
+        except MeminitError as exc:
+            raise MeminitError(f"the {kernel.variant} commit of --tree lacks what meminit's guests "
+                               f"need: {exc}") from None
+    else:
+        kconfig.configure(kernel.src, kernel.out, kconfig.fragments_for(kernel.variant, kernel.linux))
     jobs = jobs or os.cpu_count() or 1
     print(f"meminit: building {kernel.variant} kernel ({kernel.src.name} -> {kernel.out}), -j{jobs}",
           file=sys.stderr, flush=True)
@@ -107,15 +120,25 @@ def build(kernel: Kernel, jobs: int | None = None) -> float:
     return elapsed
 
 
+def build_trees(variants: list[str], trees: source.Trees, jobs: int | None = None,
+                own: bool = False) -> dict[str, Kernel]:
+    """Build `variants` of prepared trees (`own`: a tree of the user's own, base and series only)."""
+    allowed = ("base", "series") if own else VARIANTS
+    unknown = [v for v in variants if v not in allowed]
+    if unknown:
+        raise MeminitError(f"unknown kernel {', '.join(unknown)}: choose from {', '.join(allowed)}"
+                           + (" (a --tree builds its --base and --series commits)" if own else ""))
+    built = {}
+    for variant in variants:
+        kernel = dataclasses.replace(kernel_for(variant, trees), own=own)
+        build(kernel, jobs)
+        built[variant] = kernel
+    return built
+
+
 def build_variants(variants: list[str], reset: bool = False, jobs: int | None = None,
                    linux: Linux = kernels.DEFAULT) -> dict[str, Kernel]:
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         raise MeminitError(f"unknown kernel {', '.join(unknown)}: choose from {', '.join(VARIANTS)}")
-    trees = source.prepare_trees(linux, reset=reset)
-    built = {}
-    for variant in variants:
-        kernel = kernel_for(variant, trees)
-        build(kernel, jobs)
-        built[variant] = kernel
-    return built
+    return build_trees(variants, source.prepare_trees(linux, reset=reset), jobs)

@@ -78,18 +78,23 @@ def reconfigure(src: Path, out: Path, config: str) -> None:
     _run(["make", "-s", "-C", str(src), f"O={out}", "olddefconfig"])
 
 
-def configure(src: Path, out: Path, fragments: list[Path]) -> None:
-    """Write out/.config from tinyconfig + fragments unless the fragments are unchanged."""
+def configure(src: Path, out: Path, fragments: list[Path], optional: list[Path] | None = None) -> None:
+    """Write out/.config from tinyconfig + fragments unless the fragments are unchanged; every
+    option of `fragments` must survive, those of `optional` are merged after them and kept
+    where the tree has them."""
     out.mkdir(parents=True, exist_ok=True)
-    digest = hashlib.sha256(b"".join(f.read_bytes() for f in fragments)).hexdigest()
+    optional = optional or []
+    digest = hashlib.sha256(b"".join(f.read_bytes() for f in fragments)
+                            + b"".join(b"optional:" + f.read_bytes() for f in optional)).hexdigest()
     stamp = _stamp(out)
     config = out / ".config"
     if not (config.exists() and stamp.exists() and stamp.read_text() == digest):
-        print(f"meminit: configuring {out.name}: tinyconfig + {', '.join(map(_shown, fragments))}",
+        print(f"meminit: configuring {out.name}: tinyconfig + {', '.join(map(_shown, fragments))}"
+              + (f" (where the tree has them: {', '.join(map(_shown, optional))})" if optional else ""),
               file=sys.stderr, flush=True)
         _run(["make", "-s", "-C", str(src), f"O={out}", "tinyconfig"])
         _run([str(src / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(out), str(config),
-              *map(str, fragments)], cwd=src)
+              *map(str, fragments), *map(str, optional)], cwd=src)
     _run(["make", "-s", "-C", str(src), f"O={out}", "olddefconfig"])
     problems = dropped_options(wanted_options(fragments), parse_config(config.read_text()))
     if problems:

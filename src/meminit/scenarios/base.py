@@ -16,7 +16,7 @@ from pathlib import Path
 
 from meminit.bench import forkbench, memmap_replay
 from meminit.guest import vm
-from meminit.kernel import build
+from meminit.kernel import build, own_tree
 from meminit.core.kernels import KERNELS, LTS, Linux
 from meminit.core.units import GIB
 
@@ -33,6 +33,7 @@ class RunRequest:
     scenarios: list[str]
     kernels: list[str] = field(default_factory=lambda: ["series", "base"])
     linux: Linux = LTS  # which kernel's base and series (--linux; the LTS by default)
+    tree: own_tree.OwnTree | None = None  # --tree: the user's own tree's two commits instead
     guest: vm.GuestRequest = field(default_factory=vm.GuestRequest)  # timeout None: TIMEOUT_S
     jobs: int | None = None
     # memmap scenarios
