@@ -111,3 +111,21 @@ def test_run_refuses_tree_options_without_each_other(argv: list[str], message: s
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_an_own_commit_lacking_a_guest_option_is_refused_naming_it(tree: Path, monkeypatch):
+    got = own_tree.prepare(own_tree.OwnTree(tree, base="HEAD~1"))
+    seen = {}
+
+    def configure(src, out, fragments, optional=None):
+        seen["required"], seen["optional"] = fragments, optional
+        raise MeminitError("required kernel options were dropped by their dependencies:\n"
+                           "  CONFIG_ND_PMEM=y (olddefconfig left it unset)")
+    monkeypatch.setattr(build.deps, "ensure", lambda *a, **k: None)
+    monkeypatch.setattr(build.kconfig, "configure", configure)
+    with pytest.raises(MeminitError, match="the series commit of --tree lacks what meminit's guests "
+                                           "need: (.|\n)*CONFIG_ND_PMEM=y"):
+        build.build_trees(["series"], got.trees, own=True)
+    # required: the base fragments; the series fragment only where the tree has its options
+    assert [f.name for f in seen["required"]] == ["meminit.config", "meminit.config"]
+    assert [f.name for f in seen["optional"]] == ["series.config", "series.config"]
