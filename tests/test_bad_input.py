@@ -64,7 +64,7 @@ TEXT = {
     "export": {"--mbox", "--from", "--subject-prefix"},
     "build": {"variants"},
     "check-configs": {"targets"},
-    "boot": {"--deb", "--command", "--append"},
+    "boot": {"--deb", "--command", "--append", "--tree", "--base", "--series"},
     "run": {"--kernels", "--variants", "--preempt", "--latency-hog", "--append", "--tree", "--base",
             "--series"},
     "measure": {"--namespace", "--dax", "--variants", "--results"},

@@ -104,6 +104,8 @@ def test_own_trees_build_base_and_series_only(tree: Path):
     (["run", "--base", "v7.1"], "--base names a commit of --tree DIR, which is missing"),
     (["run", "--series", "HEAD"], "--series names a commit of --tree DIR, which is missing"),
     (["run", "--tree", "/tmp"], "--tree DIR needs --base REV"),
+    (["boot", "--base", "v7.1"], "--base names a commit of --tree DIR, which is missing"),
+    (["boot", "--tree", "/tmp"], "--tree DIR needs --base REV"),
 ])
 def test_run_refuses_tree_options_without_each_other(argv: list[str], message: str, capsys):
     with pytest.raises(SystemExit) as exit_:
@@ -129,3 +131,13 @@ def test_an_own_commit_lacking_a_guest_option_is_refused_naming_it(tree: Path, m
     # required: the base fragments; the series fragment only where the tree has its options
     assert [f.name for f in seen["required"]] == ["meminit.config", "meminit.config"]
     assert [f.name for f in seen["optional"]] == ["series.config", "series.config"]
+
+
+def test_boot_of_an_own_tree_refuses_debug_and_deb(tree: Path, monkeypatch):
+    from meminit.commands import boot
+    monkeypatch.setattr(boot.results, "new_run_dir", lambda name: tree.parent / "run")
+    own = own_tree.OwnTree(tree, base="HEAD~1")
+    with pytest.raises(MeminitError, match="choose from base, series"):
+        boot.boot(boot.BootRequest(variant="debug", tree=own))
+    with pytest.raises(MeminitError, match="either a kernel of --tree or --deb"):
+        boot.boot(boot.BootRequest(deb=tree / "x.deb", tree=own))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from meminit.core import kernels, paths, results, units
 from meminit.guest import vm
-from meminit.kernel import build, package, source
+from meminit.kernel import build, own_tree, package, source
 from meminit.commands import options
 from meminit.core.errors import MeminitError
 from meminit.core.kernels import Linux
@@ -27,6 +27,7 @@ class BootRequest:
     pmem_size: int | None = None
     linux: Linux = kernels.DEFAULT
     guest: vm.GuestRequest = field(default_factory=vm.GuestRequest)
+    tree: own_tree.OwnTree | None = None  # --tree: a commit of the user's own tree instead
 
 
 def _kernel_to_boot(req: BootRequest, run_dir: Path) -> tuple[Path, str]:
@@ -36,6 +37,10 @@ def _kernel_to_boot(req: BootRequest, run_dir: Path) -> tuple[Path, str]:
     committed in the tree or a config fragment is what boots, never the image built before it."""
     if req.deb is not None:
         return package.unpack_image(req.deb, run_dir / "image")
+    if req.tree is not None:
+        kernel = build.build_trees([req.variant or "series"], own_tree.prepare(req.tree).trees,
+                                   own=True)[req.variant or "series"]
+        return kernel.image, kernel.variant
     kernel = build.kernel_for(req.variant or "series", source.prepare_trees(req.linux))
     build.build(kernel)
     return kernel.image, kernel.variant
@@ -45,6 +50,8 @@ def boot(req: BootRequest) -> int:
     """Boot the kernel, run the command in the guest and print its output; the guest's exit code."""
     if req.deb is not None and req.variant is not None:
         raise MeminitError(f"boot either a built kernel ({req.variant}) or --deb, not both")
+    if req.deb is not None and req.tree is not None:
+        raise MeminitError("boot either a kernel of --tree or --deb, not both")
     memory, append = req.guest.memory or vm.DEFAULT_MEMORY, list(req.guest.append)
     if req.pmem_size is not None:
         memory, memmap = vm.pmem_layout(req.pmem_size, req.guest.memory)
@@ -72,7 +79,8 @@ def boot(req: BootRequest) -> int:
 
 def request_from(args: argparse.Namespace) -> BootRequest:
     return BootRequest(command=args.command, variant=args.variant, deb=args.deb, pmem_size=args.pmem_size,
-                       linux=options.linux_from(args), guest=options.guest_from(args))
+                       linux=options.linux_from(args), guest=options.guest_from(args),
+                       tree=options.tree_from(args))
 
 
 def _cmd_boot(args: argparse.Namespace) -> int:
@@ -88,6 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("variant", nargs="?", choices=["base", "series", "debug"],
                    help="the built kernel to boot (default series; brought up to date by an incremental build first)")
     options.add_linux_option(p)
+    options.add_tree_options(p, "boot (its --series commit, or --base with the variant base)")
     p.add_argument("--deb", type=Path, metavar="LINUX_IMAGE_DEB",
                    help="boot the kernel of a linux-image package (from `package`), its modules with it")
     p.add_argument("--pmem-size", type=options.size(multiple=128 * units.MIB), default=None,

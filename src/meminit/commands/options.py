@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+from pathlib import Path
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -18,6 +19,7 @@ from meminit.core import kernels, units
 from meminit.guest import vm
 from meminit.core.errors import MeminitError
 from meminit.core.kernels import Linux
+from meminit.kernel import own_tree
 
 
 # ---------------------------------------------------------------- --linux
@@ -31,6 +33,34 @@ def add_linux_option(p: argparse.ArgumentParser) -> None:
 
 def linux_from(args: argparse.Namespace) -> Linux:
     return kernels.KERNELS[getattr(args, "linux", None) or kernels.DEFAULT.version]
+
+
+def add_tree_options(p: argparse.ArgumentParser, what: str) -> None:
+    """--tree DIR, --base REV, --series REV: a kernel git tree of the user's own (own_tree);
+    --linux then defaults to the kernel nearest the tree's Makefile version."""
+    p.add_argument("--tree", metavar="DIR",
+                   help=f"a kernel git tree of your own to {what} instead of the Debian source and "
+                        "patches/ (never written to: its commits are checked out under work/own/); "
+                        "needs --base; its config fragments are those of --linux, by default of the "
+                        "nearest kernel meminit knows")
+    p.add_argument("--base", metavar="REV", help="--tree: the commit the base kernel is built from")
+    p.add_argument("--series", metavar="REV", help="--tree: the commit the series kernel is built from "
+                                                   "(default HEAD)")
+    # --linux's default depends on --tree; None: not given
+    p.set_defaults(linux=None, parser=p)
+
+
+def tree_from(args: argparse.Namespace) -> own_tree.OwnTree | None:
+    """The --tree request, or None; --base and --series without --tree, and --tree without
+    --base, are usage errors."""
+    if args.tree:
+        if not args.base:
+            refuse(args, "--tree DIR needs --base REV, the commit to compare against")
+        return own_tree.OwnTree(Path(args.tree), base=args.base, series=args.series or "HEAD",
+                                config_of=args.linux)
+    if args.base or args.series:
+        refuse(args, f"{'--base' if args.base else '--series'} names a commit of --tree DIR, which is missing")
+    return None
 
 
 def refuse(args: argparse.Namespace, message: str) -> NoReturn:

@@ -60,17 +60,9 @@ def run(req: RunRequest) -> Path:
 
 
 def request_from(args: argparse.Namespace) -> RunRequest:
-    tree = None
-    if args.tree:
-        if not args.base:
-            options.refuse(args, "--tree DIR needs --base REV, the commit to compare against")
-        tree = own_tree.OwnTree(Path(args.tree), base=args.base, series=args.series or "HEAD",
-                                config_of=args.linux)
-    elif args.base or args.series:
-        options.refuse(args, f"{'--base' if args.base else '--series'} names a commit of --tree DIR, "
-                             "which is missing")
     return RunRequest(
-        scenarios=args.scenario or [DEFAULT], kernels=args.kernels, linux=options.linux_from(args), tree=tree,
+        scenarios=args.scenario or [DEFAULT], kernels=args.kernels, linux=options.linux_from(args),
+        tree=options.tree_from(args),
         guest=options.guest_from(args), jobs=args.jobs,
         variants=args.variants, pmem_size=args.pmem_size, init_threads=args.init_threads,
         rebinds=args.rebinds, replay=not args.no_replay, replay_reps=args.replay_reps,
@@ -96,16 +88,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"scenario to run (repeatable; default {DEFAULT}): "
                         + "; ".join(f"{name}: {s.help}" for name, s in REGISTRY.items()))
     options.add_linux_option(p)
-    p.add_argument("--tree", metavar="DIR",
-                   help="a kernel git tree of your own to build and measure instead of the Debian "
-                        "source and patches/ (never written to: its commits are checked out under "
-                        "work/own/); needs --base; its config fragments are those of --linux, by "
-                        "default of the nearest kernel meminit knows")
-    p.add_argument("--base", metavar="REV", help="--tree: the commit the base kernel is built from")
-    p.add_argument("--series", metavar="REV", help="--tree: the commit the series kernel is built from "
-                                                   "(default HEAD)")
-    # --linux's default depends on --tree (the Makefile's version); None: not given
-    p.set_defaults(linux=None)
+    options.add_tree_options(p, "build and measure, base against series,")
     p.add_argument("--kernels", type=lambda s: s.split(","), default=d.kernels,
                    help="comma-separated kernels to boot, first decides the accelerator "
                         f"(default {listed(d.kernels)})")
@@ -155,4 +138,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.add_guest_options(p, "timeout", timeout=TIMEOUT_S)
     p.add_argument("-j", "--jobs", type=options.integer(), help="kernel build jobs (default: CPUs)")
     options.add_guest_options(p)
-    p.set_defaults(func=_cmd_run, parser=p)
+    p.set_defaults(func=_cmd_run)
