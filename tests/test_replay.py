@@ -127,7 +127,7 @@ def test_a_tcg_run_prints_the_replay_beside_the_guest_table(tmp_path, monkeypatc
     assert "These are the performance figures: the guest's table above ran on an emulated CPU (TCG)" in rest
     assert ", family " in rest.splitlines()[0]
     assert rest.splitlines()[0].endswith("Other work kept the CPUs 2% busy in the second before it.")
-    labels = ["base (6.12, 1 thread)", "slow", "template", "streaming", "auto (streamed 50%)"]
+    labels = ["base (per page, 1 thread)", "slow", "template", "streaming", "auto (streamed 50%)"]
     lines = [line for line in rest.splitlines() if line.startswith("fsdax-mapdev ")]
     assert len(lines) == len(labels) and all(f" {label} " in line for label, line in zip(labels, lines))
     rows = {label.split()[0]: line.split() for label, line in zip(labels, lines)}

@@ -163,7 +163,7 @@ def speedups(replay: dict) -> dict[str, tuple[float, float]]:
 
 def mode_label(mode: str, fig: dict) -> str:
     if mode == BASE:
-        return "base (6.12, 1 thread)"
+        return "base (per page, 1 thread)"
     if "streamed_share" in fig:
         return f"{mode} (streamed {fig['streamed_share']:.0%})"
     return mode
@@ -197,8 +197,8 @@ def render(replays: list[tuple[str, dict]], accel: str | None, host_cpu: str) ->
         "(memmap per bind: the struct pages the guest's kernel initialised per bind, 64 bytes each, written "
         "in each mode's order, in the kernel's chunks of 128 MiB of device memory;",
         " memmap in: altmap, in the device: cold, in no cache and never zeroed; DRAM: just allocated, so zeroed;",
-        " x slow, x base: speed-up over the replay's slow and base rows, higher is better; base: 6.12's "
-        "per-page path on one thread, as the base kernel runs it;",
+        " x slow, x base: speed-up over the replay's slow and base rows, higher is better; base: the "
+        "per-page path (the bench replays 6.12's writes) on one thread, as the base kernel runs it;",
         f" threads: {threads})",
     ]
     if any(not r["memmap"]["altmap"] for _, r in replays):
