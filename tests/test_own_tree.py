@@ -141,3 +141,13 @@ def test_boot_of_an_own_tree_refuses_debug_and_deb(tree: Path, monkeypatch):
         boot.boot(boot.BootRequest(variant="debug", tree=own))
     with pytest.raises(MeminitError, match="either a kernel of --tree or --deb"):
         boot.boot(boot.BootRequest(deb=tree / "x.deb", tree=own))
+
+
+def test_a_tree_run_names_its_tree_and_commits_not_a_debian_package():
+    from meminit.scenarios import conditions
+    result = {"host_cpu": "AMD EPYC", "accel": "tcg", "guest_cpus": 2, "guest_memory": "5G",
+              "linux": "7.1", "tree": "/src/linux", "config_of": "7.3", "base_commit": "c61de6d7a2880000",
+              "series_commit": "0f931a6876510000"}
+    line = conditions(result)
+    assert "tree /src/linux (Linux 7.1, config of 7.3), base c61de6d7a288, series 0f931a687651" in line
+    assert "None" not in line

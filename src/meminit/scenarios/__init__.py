@@ -62,9 +62,13 @@ def conditions(result: dict) -> str:
         kernels = ", ".join(f"{k} {release}" for k, release in result["kernels"].items())
         return (f"{host}accelerator host (no VM), {result.get('host_cpus')} CPUs, {kernels}, "
                 f"{device['kind']} {device['name']} ({device['size']})")
+    if "tree" in result:  # run --tree: the user's own tree, two of its commits
+        source = (f"tree {result['tree']} (Linux {result.get('linux')}, config of "
+                  f"{result.get('config_of')}), base {result.get('base_commit', '?')[:12]}")
+    else:
+        source = f"{result.get('source_package')} {result.get('source_version')}"
     return (f"{host}accelerator {result.get('accel')}, guest {result.get('guest_cpus')} CPUs / "
-            f"{result.get('guest_memory')}, {result.get('source_package')} "
-            f"{result.get('source_version')}, series {result.get('series_commit', '?')[:12]}")
+            f"{result.get('guest_memory')}, {source}, series {result.get('series_commit', '?')[:12]}")
 
 
 def plot(result: dict, run_dir: Path) -> list[Path]:
