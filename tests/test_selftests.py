@@ -174,3 +174,17 @@ def test_a_loss_that_does_not_repeat_on_the_recheck_is_flaky_not_lost():
     assert results.recheck_verdict(first, first, names) == []
     assert results.flaky_line("uffd-unit-tests", first, names) == (
         "uffd-unit-tests: base PASS, series FAIL and 1 more, in the first run only: the recheck lost nothing")
+
+
+def test_programs_a_kernel_tree_lacks_are_named_before_any_build(tmp_path):
+    # 7.3 renamed hugepage-mmap to hugetlb-mmap and dropped map_hugetlb: a tree without a
+    # program's source must be refused naming it, not fail inside make
+    mm = tmp_path / selftests.SELFTEST_DIR
+    mm.mkdir(parents=True)
+    for program in ("hugetlb-mmap", "gup_test"):
+        (mm / f"{program}.c").write_text("int main(void) { return 0; }\n")
+    tests = selftests.select(["hugepage-mmap", "map_hugetlb", "gup_test"])
+    assert selftests.missing_programs(tests, tmp_path) == ["hugepage-mmap", "map_hugetlb"]
+    (mm / "hugepage-mmap.c").write_text("")
+    (mm / "map_hugetlb.c").write_text("")
+    assert selftests.missing_programs(tests, tmp_path) == []

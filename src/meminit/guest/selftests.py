@@ -103,10 +103,19 @@ def select(names: list[str] | None) -> tuple[Selftest, ...]:
     return chosen
 
 
+def missing_programs(tests: tuple[Selftest, ...], tree: Path) -> list[str]:
+    """The programs of `tests` whose source (PROGRAM.c) the tree's mm selftests lack."""
+    return sorted({t.binary for t in tests if not (tree / SELFTEST_DIR / f"{t.binary}.c").exists()})
+
+
 def build_selftests(tests: tuple[Selftest, ...], jobs: int, linux: Linux = kernels.DEFAULT) -> Path:
     """Build the programs from the kernel's pristine tree; returns the directory holding them."""
     deps.ensure(deps.KERNEL_BUILD)
     tree = source.prepare_trees(linux).base
+    missing = missing_programs(tests, tree)
+    if missing:
+        raise MeminitError(f"Linux {linux.version}'s {SELFTEST_DIR} has no {', '.join(missing)} "
+                           "(renamed or dropped there): the selftests are not ported to this kernel")
     build_dir = linux.build_root / BUILD_DIR_NAME
     build_dir.mkdir(parents=True, exist_ok=True)
     headers = build_dir / "headers"
@@ -201,8 +210,9 @@ class SelftestsRequest:
 def run(request: SelftestsRequest, jobs: int | None = None) -> tuple[Path, list[str]]:
     """Build, boot each kernel, print the table; returns the run directory and the losses."""
     deps.ensure(deps.GUEST)
-    built = build.build_variants(list(request.variants), jobs=jobs, linux=request.linux)
+    # the programs first: a kernel whose tree lacks one is refused before any kernel build
     bin_dir = build_selftests(request.tests, jobs or 2, request.linux)
+    built = build.build_variants(list(request.variants), jobs=jobs, linux=request.linux)
     run_dir = results.new_run_dir("selftests")
     first = next(iter(built.values()))
     accel = vm.resolve_accel(request.guest.accel, first.image, run_dir, first.variant)
