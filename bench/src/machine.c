@@ -34,7 +34,7 @@ int cpu_ok(int needs, int avx512, int clzero)
 	return !((needs == 1 && !avx512) || (needs == 2 && !clzero));
 }
 
-size_t llc_bytes(void)
+static size_t read_llc_bytes(void)
 {
 	/* sysfs first: in a VM, CPUID leaf 0x8000001D (what sysconf() reads) may
 	 * describe the host's L3 rather than this guest's */
@@ -53,6 +53,16 @@ size_t llc_bytes(void)
 	}
 	v = sysconf(_SC_LEVEL3_CACHE_SIZE);
 	return v > 0 ? (size_t)v : 32UL << 20;
+}
+
+/* Read once: the learning auto asks before every read-back fill. */
+size_t llc_bytes(void)
+{
+	static size_t llc;
+
+	if (!llc)
+		llc = read_llc_bytes();
+	return llc;
 }
 
 /* Anonymous memory on 2 MiB boundaries, THP-backed where possible (the

@@ -37,11 +37,11 @@ def _kernel_to_boot(req: BootRequest, run_dir: Path) -> tuple[Path, str]:
     committed in the tree or a config fragment is what boots, never the image built before it."""
     if req.deb is not None:
         return package.unpack_image(req.deb, run_dir / "image")
+    variant = req.variant or "series"
     if req.tree is not None:
-        kernel = build.build_trees([req.variant or "series"], own_tree.prepare(req.tree).trees,
-                                   own=True)[req.variant or "series"]
+        kernel = build.build_trees([variant], own_tree.prepare(req.tree).trees, own=True)[variant]
         return kernel.image, kernel.variant
-    kernel = build.kernel_for(req.variant or "series", source.prepare_trees(req.linux))
+    kernel = build.kernel_for(variant, source.prepare_trees(req.linux))
     build.build(kernel)
     return kernel.image, kernel.variant
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn
 
 from meminit.core import kernels, units

@@ -44,7 +44,7 @@ def run(req: RunRequest) -> Path:
         "init_threads": req.init_threads,
         "guest_memory": units.format_size(max(memories)), "pmem_size": units.format_size(req.pmem_size),
         "rebinds": req.rebinds,
-        **(prepared.provenance(req.tree) if prepared and req.tree else source.provenance(req.linux)),
+        **(prepared.provenance() if prepared else source.provenance(req.linux)),
         "kernels": {v: k.release for v, k in built.items()}, "scenarios": [],
     }
     for scenario in chosen:

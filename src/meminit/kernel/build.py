@@ -120,14 +120,20 @@ def build(kernel: Kernel, jobs: int | None = None) -> float:
     return elapsed
 
 
-def build_trees(variants: list[str], trees: source.Trees, jobs: int | None = None,
-                own: bool = False) -> dict[str, Kernel]:
-    """Build `variants` of prepared trees (`own`: a tree of the user's own, base and series only)."""
+def check_variants(variants: list[str], own: bool = False) -> None:
+    """Refuse a kernel name that is not a variant (`own`: of a tree of the user's own, whose
+    commits give base and series only)."""
     allowed = ("base", "series") if own else VARIANTS
     unknown = [v for v in variants if v not in allowed]
     if unknown:
         raise MeminitError(f"unknown kernel {', '.join(unknown)}: choose from {', '.join(allowed)}"
                            + (" (a --tree builds its --base and --series commits)" if own else ""))
+
+
+def build_trees(variants: list[str], trees: source.Trees, jobs: int | None = None,
+                own: bool = False) -> dict[str, Kernel]:
+    """Build `variants` of prepared trees (`own`: a tree of the user's own, base and series only)."""
+    check_variants(variants, own)
     built = {}
     for variant in variants:
         kernel = dataclasses.replace(kernel_for(variant, trees), own=own)
@@ -138,7 +144,5 @@ def build_trees(variants: list[str], trees: source.Trees, jobs: int | None = Non
 
 def build_variants(variants: list[str], reset: bool = False, jobs: int | None = None,
                    linux: Linux = kernels.DEFAULT) -> dict[str, Kernel]:
-    unknown = [v for v in variants if v not in VARIANTS]
-    if unknown:
-        raise MeminitError(f"unknown kernel {', '.join(unknown)}: choose from {', '.join(VARIANTS)}")
+    check_variants(variants)  # before the trees are prepared
     return build_trees(variants, source.prepare_trees(linux, reset=reset), jobs)

@@ -43,14 +43,15 @@ class OwnTree:
 class PreparedTree:
     """The two commits checked out and the kernel whose config fragments they build with."""
 
+    path: Path  # the tree, as --tree named it
     trees: source.Trees
     base_commit: str
     series_commit: str
     version: str  # VERSION.PATCHLEVEL of the series commit's Makefile
 
-    def provenance(self, own: OwnTree) -> dict[str, str]:
+    def provenance(self) -> dict[str, str]:
         """What a run's result.json says of the source it built (cf. source.provenance)."""
-        return {"linux": self.version, "tree": str(own.path), "config_of": self.trees.linux.version,
+        return {"linux": self.version, "tree": str(self.path), "config_of": self.trees.linux.version,
                 "base_commit": self.base_commit, "series_commit": self.series_commit}
 
 
@@ -137,5 +138,6 @@ def prepare(own: OwnTree) -> PreparedTree:
     dests = OWN_DIR / name
     _checkout(repo, base, dests / "base")
     _checkout(repo, series, dests / "series")
-    return PreparedTree(trees=source.Trees(series=dests / "series", base=dests / "base", linux=own_linux),
+    return PreparedTree(path=own.path,
+                        trees=source.Trees(series=dests / "series", base=dests / "base", linux=own_linux),
                         base_commit=base, series_commit=series, version=version)
