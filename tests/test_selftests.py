@@ -6,6 +6,7 @@ import pytest
 
 from meminit.guest import selftest_results as results
 from meminit.guest import selftests
+from meminit.core import kernels
 from meminit.core.errors import MeminitError
 
 # kselftest.h's output, as cow prints it: a plan, results, a skip with its reason
@@ -104,10 +105,31 @@ def test_selection_by_program_or_full_name():
         selftests.select(["nope"])
 
 
+def test_each_kernel_runs_its_own_programs():
+    """7.3 renamed hugepage-* to hugetlb-* and prints KTAP from khugepaged and uffd-unit-tests:
+    a 6.12 name is unknown there, and no 7.3 program is read in 6.12's own formats."""
+    assert [t.name for t in selftests.select(["hugetlb-mmap"], kernels.MAINLINE)] == ["hugetlb-mmap"]
+    with pytest.raises(MeminitError, match="unknown selftest map_hugetlb on Linux 7.3"):
+        selftests.select(["map_hugetlb"], kernels.MAINLINE)
+    assert all(not t.own_format for t in selftests.of(kernels.MAINLINE))
+    assert {t.binary for t in selftests.of(kernels.LTS) if t.own_format} == {"khugepaged", "uffd-unit-tests"}
+    for linux in kernels.KERNELS.values():
+        assert selftests.fast(linux) and set(selftests.fast(linux)) < set(selftests.of(linux))
+        assert selftests.SelftestsRequest(linux=linux).chosen == selftests.of(linux)
+    with pytest.raises(MeminitError, match="not ported to Linux 9.9"):
+        selftests.of(kernels.Linux("9.9", base_date=""))
+
+
+def test_every_program_of_the_kernel_under_test_is_in_its_tree(kernel_trees):
+    """The list of $MEMINIT_LINUX's selftests names programs its pristine tree has."""
+    assert selftests.missing_programs(selftests.of(kernel_trees.linux), kernel_trees.base) == []
+
+
 def test_the_guest_script_bounds_every_program_and_keeps_its_output(tmp_path):
-    script = selftests.guest_script(selftests.FAST, Path("/bin"), tmp_path, 128)
+    fast = selftests.fast(kernels.LTS)
+    script = selftests.guest_script(fast, Path("/bin"), tmp_path, 128)
     assert "echo 128 > /proc/sys/vm/nr_hugepages" in script
-    for test in selftests.FAST:
+    for test in fast:
         assert f"run {test.slug} {test.timeout_s} 128 /bin/{test.binary}" in script
     # a program that wants its own pool gets it
     lone = selftests.select(["hugetlb_fault_after_madv"])

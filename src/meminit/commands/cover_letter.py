@@ -127,8 +127,8 @@ def how_tested(linux: Linux = kernels.DEFAULT) -> str:
             f"Before a submission: a soak of {soak.SHORT_CYCLES} bind/unbind cycles per device type "
             "(fsdax map=dev, devdax align=2M, device-private through test_hmm) with struct pages "
             "hashed and compared, CPU hotplug, injected allocation failures and kmemleak; 100 by hand.",
-            f"Before a submission: {len(selftests.FAST)} of the kernel's mm selftests on the debug "
-            f"kernel. By hand: all {len(selftests.SELFTESTS)} on base and series side by side.",
+            f"Before a submission: {len(selftests.fast(linux))} of the kernel's mm selftests on the debug "
+            f"kernel. By hand: all {len(selftests.of(linux))} on base and series side by side.",
         ]
     return "\n".join(fill(item, initial_indent="- ", subsequent_indent="  ") for item in items)
 

@@ -10,10 +10,11 @@ from meminit.core.errors import MeminitError
 
 
 def request_from(args: argparse.Namespace) -> selftests.SelftestsRequest:
-    return selftests.SelftestsRequest(tests=selftests.FAST if args.fast else selftests.select(args.test),
+    linux = options.linux_from(args)
+    return selftests.SelftestsRequest(tests=selftests.fast(linux) if args.fast else selftests.select(args.test, linux),
                                       variants=tuple(args.kernel or selftests.SelftestsRequest.variants),
                                       guest=options.guest_from(args), hugetlb_pages=args.hugetlb_pages,
-                                      linux=options.linux_from(args))
+                                      linux=linux)
 
 
 def _cmd_selftests(args: argparse.Namespace) -> int:
@@ -29,10 +30,12 @@ def _cmd_selftests(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("selftests", help="the kernel's mm selftests (THP, hugetlb, COW, uffd, GUP) "
                                          "on base and series, side by side")
-    p.add_argument("test", nargs="*", help="programs to run (default: all of them: "
-                                           f"{', '.join(sorted({t.binary for t in selftests.SELFTESTS}))})")
-    p.add_argument("--fast", action="store_true",
-                   help=f"only the test command's subset ({', '.join(t.name for t in selftests.FAST)})")
+    p.add_argument("test", nargs="*", help="programs to run (default: all of the kernel's: " + "; ".join(
+        f"{version}: {', '.join(sorted({t.binary for t in tests}))}" for version, tests in selftests.SELFTESTS.items())
+        + ")")
+    p.add_argument("--fast", action="store_true", help="only the test command's subset (" + "; ".join(
+        f"{version}: {', '.join(t.name for t in tests if t.fast)}" for version, tests in selftests.SELFTESTS.items())
+        + ")")
     options.add_linux_option(p)
     p.add_argument("--kernel", action="append", choices=["base", "series", "debug"],
                    help="kernel to run them on (repeatable; default: base and series)")

@@ -63,43 +63,88 @@ class Selftest:
 
 
 # What faults, clears, splits, collapses or pins THP and hugetlb memory: everything the
-# series' huge page clearing (patches 13-15) reaches, and hugepage-vmemmap, which reads
-# the struct pages of a vmemmap-optimised hugetlb folio.
-SELFTESTS = (
-    Selftest(("hugepage-mmap",), fast=True),
-    Selftest(("hugepage-shm",)),
-    Selftest(("map_hugetlb",), fast=True),
-    Selftest(("hugepage-mremap",)),
-    Selftest(("hugepage-vmemmap",), fast=True),
+# series' huge page clearing (patches 13-15) reaches, and, on 6.12, hugepage-vmemmap, which
+# reads the struct pages of a vmemmap-optimised hugetlb folio. Each kernel runs its own
+# tree's programs as its run_vmtests.sh runs them: 7.3 renamed hugepage-mmap, -shm and
+# -mremap to hugetlb-*, folded map_hugetlb into hugetlb-mmap, dropped hugepage-vmemmap,
+# gives gup_test the pages per call (-n), and its khugepaged and uffd-unit-tests print KTAP.
+_SHARED_HEAD = (
     Selftest(("hugetlb-madvise",), fast=True),
     # as run_vmtests.sh runs it: "needs one and only one page"
     Selftest(("hugetlb_fault_after_madv",), hugetlb_pages=1),
     Selftest(("cow",), timeout_s=1800),
-    Selftest(("khugepaged",), timeout_s=1200, own_format="khugepaged"),
-    Selftest(("khugepaged", "-s", "2"), timeout_s=1200, own_format="khugepaged"),
-    # run_vmtests.sh's 20 s, on 256 MiB rather than half the guest: bounded in time
-    Selftest(("transhuge-stress", "-d", "20", "256"), fast=True),
-    # minutes under TCG on the debug kernel, most of them in pagecache cases that skip
-    # without a large-folio filesystem: not in the fast subset
-    Selftest(("split_huge_page_test",)),
-    Selftest(("uffd-unit-tests",), timeout_s=1200, own_format="uffd"),
-    Selftest(("gup_test", "-u"), fast=True),
-    Selftest(("gup_test", "-a")),
+)
+_SHARED_TAIL = (
     Selftest(("gup_test", "-ct", "-F", "0x1", "0", "19", "0x1000")),
     Selftest(("gup_longterm",), timeout_s=1200),
 )
-FAST = tuple(t for t in SELFTESTS if t.fast)
 
 
-def select(names: list[str] | None) -> tuple[Selftest, ...]:
-    """The selftests whose program or full name is in `names` (all if None)."""
+def _thp(khugepaged_format: str) -> tuple[Selftest, ...]:
+    return (
+        Selftest(("khugepaged",), timeout_s=1200, own_format=khugepaged_format),
+        Selftest(("khugepaged", "-s", "2"), timeout_s=1200, own_format=khugepaged_format),
+        # run_vmtests.sh's 20 s, on 256 MiB rather than half the guest: bounded in time
+        Selftest(("transhuge-stress", "-d", "20", "256"), fast=True),
+        # minutes under TCG on the debug kernel, most of them in pagecache cases that skip
+        # without a large-folio filesystem: not in the fast subset
+        Selftest(("split_huge_page_test",)),
+    )
+
+
+SELFTESTS = {
+    "6.12": (
+        Selftest(("hugepage-mmap",), fast=True),
+        Selftest(("hugepage-shm",)),
+        Selftest(("map_hugetlb",), fast=True),
+        Selftest(("hugepage-mremap",)),
+        Selftest(("hugepage-vmemmap",), fast=True),
+        *_SHARED_HEAD,
+        *_thp("khugepaged"),
+        Selftest(("uffd-unit-tests",), timeout_s=1200, own_format="uffd"),
+        Selftest(("gup_test", "-u"), fast=True),
+        Selftest(("gup_test", "-a")),
+        *_SHARED_TAIL,
+    ),
+    "7.3": (
+        Selftest(("hugetlb-mmap",), fast=True),
+        Selftest(("hugetlb-shm",)),
+        Selftest(("hugetlb-mremap",)),
+        *_SHARED_HEAD,
+        *_thp(""),
+        Selftest(("uffd-unit-tests",), timeout_s=1200),
+        Selftest(("gup_test", "-u", "-n", "1"), fast=True),
+        Selftest(("gup_test", "-u", "-n", "-1")),
+        Selftest(("gup_test", "-a", "-n", "1")),
+        Selftest(("gup_test", "-a", "-n", "-1")),
+        *_SHARED_TAIL,
+    ),
+}
+
+
+def of(linux: Linux) -> tuple[Selftest, ...]:
+    """The selftests run on `linux`."""
+    if linux.version not in SELFTESTS:
+        raise MeminitError(f"the mm selftests are not ported to Linux {linux.version}: "
+                           f"choose from {', '.join(SELFTESTS)}")
+    return SELFTESTS[linux.version]
+
+
+def fast(linux: Linux) -> tuple[Selftest, ...]:
+    """The test command's subset: quick under TCG and passing on the series."""
+    return tuple(t for t in of(linux) if t.fast)
+
+
+def select(names: list[str] | None, linux: Linux = kernels.DEFAULT) -> tuple[Selftest, ...]:
+    """The selftests of `linux` whose program or full name is in `names` (all if None)."""
+    tests = of(linux)
     if not names:
-        return SELFTESTS
-    chosen = tuple(t for t in SELFTESTS if t.name in names or t.binary in names)
-    unknown = [n for n in names if not any(n in (t.name, t.binary) for t in SELFTESTS)]
+        return tests
+    chosen = tuple(t for t in tests if t.name in names or t.binary in names)
+    unknown = [n for n in names if not any(n in (t.name, t.binary) for t in tests)]
     if unknown:
-        raise MeminitError(f"unknown selftest {', '.join(unknown)}: choose from "
-                           f"{', '.join(sorted({t.binary for t in SELFTESTS}))}")
+        raise MeminitError(f"unknown selftest {', '.join(unknown)} on Linux {linux.version}: choose from "
+                           f"{', '.join(sorted({t.binary for t in tests}))}")
     return chosen
 
 
@@ -199,27 +244,32 @@ RECHECK = "-recheck"
 
 @dataclass(frozen=True)
 class SelftestsRequest:
-    tests: tuple[Selftest, ...] = SELFTESTS
+    tests: tuple[Selftest, ...] = ()  # () runs every selftest of `linux`
     variants: tuple[str, ...] = ("base", "series")
     # its memory and timeout are its own: GUEST_MEMORY, and the programs' limits
     guest: vm.GuestRequest = field(default_factory=vm.GuestRequest)
     hugetlb_pages: int = HUGETLB_POOL_BYTES // HUGEPAGE_BYTES
     linux: Linux = kernels.DEFAULT
 
+    @property
+    def chosen(self) -> tuple[Selftest, ...]:
+        return self.tests or of(self.linux)
+
 
 def run(request: SelftestsRequest, jobs: int | None = None) -> tuple[Path, list[str]]:
     """Build, boot each kernel, print the table; returns the run directory and the losses."""
     deps.ensure(deps.GUEST)
+    tests = request.chosen
     # the programs first: a kernel whose tree lacks one is refused before any kernel build
-    bin_dir = build_selftests(request.tests, jobs or 2, request.linux)
+    bin_dir = build_selftests(tests, jobs or 2, request.linux)
     built = build.build_variants(list(request.variants), jobs=jobs, linux=request.linux)
     run_dir = results.new_run_dir("selftests")
     first = next(iter(built.values()))
     accel = vm.resolve_accel(request.guest.accel, first.image, run_dir, first.variant)
     guest = replace(request.guest, accel=accel)
-    columns = {v: run_kernel(k, request.tests, bin_dir, run_dir, guest, request.hugetlb_pages)
+    columns = {v: run_kernel(k, tests, bin_dir, run_dir, guest, request.hugetlb_pages)
                for v, k in built.items()}
-    names = [t.name for t in request.tests]
+    names = [t.name for t in tests]
     problems = selftest_results.judge(columns)
     table = selftest_results.render(columns)
     rechecked: dict[str, list[selftest_results.Outcome]] = {}
@@ -227,7 +277,7 @@ def run(request: SelftestsRequest, jobs: int | None = None) -> tuple[Path, list[
     if problems and set(columns) == {"base", "series"}:
         # a loss must repeat: the programs lost once run again on both kernels
         lost_names = {selftest_results.program_of(p, names) for p in problems}
-        lost = tuple(t for t in request.tests if t.name in lost_names)
+        lost = tuple(t for t in tests if t.name in lost_names)
         print(f"meminit: rechecking on both kernels: {', '.join(t.name for t in lost)}",
               file=sys.stderr, flush=True)
         rechecked = {v: run_kernel(k, lost, bin_dir, run_dir, guest, request.hugetlb_pages, RECHECK)
