@@ -95,13 +95,13 @@ def lts_kernel_trees(kernel_trees) -> source.Trees:
     return kernel_trees
 
 
-@pytest.fixture(scope="session")
-def long_guest_kernel_trees(kernel_trees) -> source.Trees:
-    """kernel_trees, for the long guests (soak, selftests, measure): on a kernel they have
-    not been ported to (Linux.long_guests_ported) they skip, saying so."""
-    if not kernel_trees.linux.long_guests_ported:
-        pytest.skip(f"the long guests are not ported to Linux {kernel_trees.linux.version} yet (issue 34)")
-    return kernel_trees
+def long_guest_trees(trees: source.Trees, guest: str) -> source.Trees:
+    """trees, for one of the long guests (kernels.LONG_GUESTS): on a kernel it has not been
+    ported to (Linux.long_guests) the test skips, saying so."""
+    assert guest in kernels.LONG_GUESTS, guest
+    if guest not in trees.linux.long_guests:
+        pytest.skip(f"the {guest} guest is not ported to Linux {trees.linux.version} yet (issue 34)")
+    return trees
 
 
 # A stand-in for meminit-bench (bench/): `verify` passes, `run` prints one fill sample per

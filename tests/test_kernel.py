@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import long_guest_trees
 from meminit.core import results, units
 from meminit.guest import ktap, selftest_results, selftests, vm
 from meminit.kernel import build, memmap_log
@@ -125,9 +126,10 @@ def check_kunit(boot: SeriesBoot, kernel_src: Path, name: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def short_soak(long_guest_kernel_trees, series_boot) -> soak.SoakOutcome:
+def short_soak(kernel_trees, series_boot) -> soak.SoakOutcome:
     """soak.SHORT_CYCLES cycles of every scenario, with CPU hotplug and injected faults
-    (6.12 only so far: long_guest_kernel_trees skips it elsewhere)."""
+    (where it is ported: Linux.long_guests)."""
+    long_guest_trees(kernel_trees, "soak")
     run_dir = series_boot.run_dir / "soak"
     run_dir.mkdir(exist_ok=True)
     request = soak.SoakRequest(scenarios=list(memmap.BY_NAME), cycles=soak.SHORT_CYCLES,
@@ -138,9 +140,10 @@ def short_soak(long_guest_kernel_trees, series_boot) -> soak.SoakOutcome:
 
 
 @pytest.fixture(scope="module")
-def fast_selftests(long_guest_kernel_trees, series_boot) -> list[selftest_results.Outcome]:
-    """The test command's subset of the mm selftests, built from the pristine tree (6.12
-    only so far: long_guest_kernel_trees skips it elsewhere)."""
+def fast_selftests(kernel_trees, series_boot) -> list[selftest_results.Outcome]:
+    """The test command's subset of the mm selftests of the kernel's own tree, built from
+    the pristine tree (where it is ported: Linux.long_guests)."""
+    long_guest_trees(kernel_trees, "selftests")
     tests = selftests.fast(series_boot.kernel.linux)
     bin_dir = selftests.build_selftests(tests, jobs=2, linux=series_boot.kernel.linux)
     return selftests.run_kernel(series_boot.kernel, tests, bin_dir,

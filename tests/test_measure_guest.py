@@ -20,6 +20,7 @@ from pathlib import Path
 import matplotlib
 import pytest
 
+from conftest import long_guest_trees
 from meminit import scenarios
 from meminit.core import paths, results
 from meminit.guest import vm
@@ -105,8 +106,8 @@ class GuestMeasure:
 
 
 @pytest.fixture(scope="module")
-def guest_measure(long_guest_kernel_trees) -> GuestMeasure:
-    kernel = build.kernel_for("debug", long_guest_kernel_trees)
+def guest_measure(kernel_trees) -> GuestMeasure:
+    kernel = build.kernel_for("debug", long_guest_trees(kernel_trees, "measure"))
     build.build(kernel)
     run_dir = results.new_run_dir("test-measure")
     memory, memmap_param = vm.pmem_layout(PMEM, None)

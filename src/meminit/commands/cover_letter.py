@@ -122,14 +122,13 @@ def how_tested(linux: Linux = kernels.DEFAULT) -> str:
         "Every CI run: struct pages hashed after fsdax map=dev rebinds on two threads in every "
         "mode (slow, template, streaming, auto) and compared, under both preemption models.",
     ]
-    if linux.long_guests_ported:
-        items += [
-            f"Before a submission: a soak of {soak.SHORT_CYCLES} bind/unbind cycles per device type "
-            "(fsdax map=dev, devdax align=2M, device-private through test_hmm) with struct pages "
-            "hashed and compared, CPU hotplug, injected allocation failures and kmemleak; 100 by hand.",
-            f"Before a submission: {len(selftests.fast(linux))} of the kernel's mm selftests on the debug "
-            f"kernel. By hand: all {len(selftests.of(linux))} on base and series side by side.",
-        ]
+    if "soak" in linux.long_guests:
+        items.append(f"Before a submission: a soak of {soak.SHORT_CYCLES} bind/unbind cycles per device type "
+                     "(fsdax map=dev, devdax align=2M, device-private through test_hmm) with struct pages "
+                     "hashed and compared, CPU hotplug, injected allocation failures and kmemleak; 100 by hand.")
+    if "selftests" in linux.long_guests:
+        items.append(f"Before a submission: {len(selftests.fast(linux))} of the kernel's mm selftests on the "
+                     f"debug kernel. By hand: all {len(selftests.of(linux))} on base and series side by side.")
     return "\n".join(fill(item, initial_indent="- ", subsequent_indent="  ") for item in items)
 
 

@@ -17,6 +17,9 @@ from pathlib import Path
 from meminit.core import paths
 
 
+# the long guests of `meminit test --long` that are ported kernel by kernel: the soak, the
+# fast subset of the mm selftests, and measure run against the guest's pmem
+LONG_GUESTS = ("soak", "selftests", "measure")
 # the dynamic preemption models preempt_model_preemptible() is true for
 PREEMPTIBLE_MODELS = ("full", "lazy")
 
@@ -38,9 +41,9 @@ class Linux:
     # the mailed series' subject prefix: the series for mm is a [PATCH]; a backport to an
     # older kernel can only be a request for comments
     mail_prefix: str = "PATCH"
-    # whether the long guests (soak, mm selftests, measure's and package's guests) have
-    # been ported to this kernel: `meminit test --long` skips them elsewhere, saying so
-    long_guests_ported: bool = False
+    # the long guests of `meminit test --long` ported to this kernel (of LONG_GUESTS; the
+    # package guests follow `package`, which serves the LTS): the others skip, saying so
+    long_guests: tuple[str, ...] = ()
 
     @property
     def source_package(self) -> str:
@@ -89,10 +92,10 @@ class Linux:
         return own if own.exists() else paths.CONFIG_DIR.joinpath(*parts)
 
 
-LTS = Linux("6.12", base_date="2024-11-17T00:00:00Z", mail_prefix="RFC PATCH", long_guests_ported=True)
+LTS = Linux("6.12", base_date="2024-11-17T00:00:00Z", mail_prefix="RFC PATCH", long_guests=LONG_GUESTS)
 # Debian's first 7.3 upload (7.3.1-1~exp1) is of 2026-11-01
 MAINLINE = Linux("7.3", base_date="2026-11-01T00:00:00Z", suite="trixie-backports", work_suffix="-7.3",
-                 other_preempt="lazy")
+                 other_preempt="lazy", long_guests=("soak", "selftests"))
 KERNELS = {k.version: k for k in (LTS, MAINLINE)}
 DEFAULT = LTS
 
