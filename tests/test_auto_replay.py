@@ -45,20 +45,22 @@ def test_auto_rows_judge_the_pairs():
     assert next(a for a in bench_stats.auto_rows(rows) if a["strategy"] == "auto")["passes"]
 
 
-def test_schedule_counts_the_lead_in_whole_compound_pages_and_chunk_1_only_on_threads():
+def test_schedule_counts_the_lead_ins_whole_compound_pages_and_chunk_1_only_on_threads():
     # 4 MiB of struct pages, 128 MiB chunks: two chunks; one thread has chunk 0's verdict when
-    # it reaches chunk 1, so one round; on two threads chunk 1 starts with a round of its own
-    assert auto_replay.schedule(POLICY, 65536, 0) == (256 + 2 * 256, 2 * 256)
-    assert auto_replay.schedule(POLICY, 65536, 0, threads=2) == (2 * (256 + 2 * 256), 2 * 2 * 256)
-    # order 9: the lead-in and every piece are one 512-page compound page
-    assert auto_replay.schedule(POLICY, 65536, 9) == (512 + 2 * 512, 2 * 512)
+    # it reaches chunk 1, so one round; on two threads chunk 1 starts with a round of its own.
+    # A round is two pairs, each a template lead-in, a template and a streaming piece
+    assert auto_replay.schedule(POLICY, 65536, 0) == (2 * (256 + 256), 2 * 256)
+    assert auto_replay.schedule(POLICY, 65536, 0, threads=2) == (2 * 2 * (256 + 256), 2 * 2 * 256)
+    # order 9: the lead-ins and every piece are one 512-page compound page
+    assert auto_replay.schedule(POLICY, 65536, 9) == (2 * (512 + 512), 2 * 512)
     # 1 GiB: chunks 0, 2, 4, 8 ... 256 of 512 probe (and 1 on two threads)
     assert auto_replay.schedule(POLICY, 1 << 24, 0)[1] == 9 * 2 * 256
     assert auto_replay.schedule(POLICY, 1 << 24, 0, threads=2)[1] == 10 * 2 * 256
     # a range with no chunk large enough for a round is template only
     assert auto_replay.schedule(POLICY, 1000, 0) == (0, 0)
-    # rounds that end after their first streaming piece
-    assert auto_replay.schedule(POLICY, 65536, 0, early=True) == (256 + 2 * 256, 256)
+    # rounds that end after their first pair, whichever mode it found faster by far
+    assert auto_replay.schedule(POLICY, 65536, 0, early=True) == (256 + 256, 256)
+    assert auto_replay.schedule(POLICY, 65536, 9, early=True) == (512 + 512, 512)
 
 
 def _row(strategy, rates, **extra):
@@ -75,7 +77,7 @@ def test_replay_uses_the_probes_where_the_sweep_recorded_them():
     cell = auto_replay.replay_cell(POLICY, tmpl, stream, right, 0)
     assert (cell["mode"], cell["verdict"]) == ("template", "ok")
     # template twice as fast: the one round (one thread, two chunks) ends after its first
-    # streaming piece, 256 of 65536 records at half the speed
+    # pair, 256 of 65536 records streamed at half the speed
     assert cell["ratio_best"] == pytest.approx(1 / (1 + 256 / 65536), rel=1e-6)
     close = _row("auto", [20] * 7, probe_tmpl_ns=1000, probe_stream_ns=1500)
     cell = auto_replay.replay_cell(POLICY, tmpl, stream, close, 0)
@@ -86,13 +88,16 @@ def test_replay_without_probes_assumes_them_right_and_charges_the_schedule():
     tmpl, stream = _row("template", [8] * 7), _row("movntdq", [22] * 7)
     cell = auto_replay.replay_cell(POLICY, tmpl, stream, None, 0)
     assert (cell["mode"], cell["source"]) == ("streaming", "assumed")
-    other = 768 / 65536
+    # streaming 2.75x faster: decisive, the one round ends after its first pair, whose lead-in
+    # and template piece (512 of 65536 records) cost 1.4 %
+    other = 512 / 65536
     assert cell["ratio_best"] == pytest.approx(1 / ((1 - other) + other * 22 / 8), rel=1e-6)
-    assert cell["verdict"] == "ok"  # one round's lead-in and template pieces, 2.75x slower: 2 %
+    assert cell["verdict"] == "ok"
     # on two threads the kernel splits only ranges of 16 MiB of struct pages or more
     assert not cell["forced"]
     two = auto_replay.replay_cell(POLICY, {**tmpl, "threads": 2}, {**stream, "threads": 2}, None, 0)
-    assert two["forced"] and two["verdict"] == "MISS"  # two rounds: 2.3 % at 2.75x
+    assert two["forced"] and two["other_share"] == pytest.approx(2 * other)  # two rounds
+    assert two["ratio_best"] == pytest.approx(1 / ((1 - 2 * other) + 2 * other * 22 / 8), rel=1e-6)
 
 
 def test_replay_command_reads_every_kind_of_recorded_run(tmp_path, capsys):

@@ -6,23 +6,23 @@
  * chunks (the kernel's split); every chunk whose index is 0 or a power of
  * two starts with a probe round (chunk 1 only while no round has published a
  * verdict: on one thread chunk 0's round has, and chunk 2's learns again
- * soon enough): an untimed template lead-in of at least
- * auto_probe_lead records, then four pieces of at least auto_probe_min
- * records, whole compound pages, filled template, template, streaming,
- * streaming and timed one by one (the streaming pieces drained before the
- * clock is read, and MFENCE before every clock read, so that every piece's
- * stores are paid for).  The round's winner fills the rest of its chunk;
- * every other chunk follows the round of the highest chunk finished so far;
- * streaming wins only if its faster piece beats template's faster piece by
- * more than a 1/32 margin.  Before the first round, and in a range too
- * small for one, template fills.
+ * soon enough): two pairs of pieces of at least auto_probe_min records,
+ * whole compound pages, each pair an untimed template lead-in of at least
+ * auto_probe_lead records, a timed template piece and a timed streaming
+ * piece (drained before the clock is read, and MFENCE before every clock
+ * read, so that every piece's stores are paid for).  The round's winner
+ * fills the rest of its chunk; every other chunk follows the round of the
+ * highest chunk finished so far; streaming wins only if its faster piece
+ * beats template's faster piece by more than a 1/32 margin.  Before the
+ * first round, and in a range too small for one, template fills.
  *
  * The lead-in is there because a template piece that starts a write stream
  * pays the prefetchers' ramp (on the Zen 4 VM ~1.3 us, as much as the rest
  * of a 16 KiB piece): without it every round on AMD found streaming ~2x
  * faster where the whole range ran at the same speed in both modes, and
- * auto streamed 84-100 % of every range.  The template pieces follow the
- * lead-in in one stream, the streaming pieces need none (bench/README.md).
+ * auto streamed 84-100 % of every range.  The streaming pieces need none
+ * (bench/README.md); the second template piece gets its own, as the
+ * streaming piece before it leaves the prefetchers no stream to follow.
  *
  * A caller that walks the memmap right after the init (test_hmm, nouveau,
  * xen's unpopulated-alloc; the bench's readback destination) gives the
@@ -32,16 +32,19 @@
  * Rounds at chunk 0, (1,) 2, 4, 8 ... learn at once where a range starts
  * and again as it grows out of the caches, at a cost that shrinks with the
  * range: a range of N > 1 chunks runs ilog2(N - 1) + 1 rounds on one
- * thread; a round writes the lead-in and two pieces in template and two
+ * thread; a round writes two lead-ins and two pieces in template and two
  * pieces in streaming.  Chunk 1's round mattered only where a second thread
  * starts it blind: on one thread it doubled the cost of learning a 4 MiB
  * memmap, which the Xeon VM, where template is 2.4-2.8x slower, paid in
  * full.  The minimum of two pieces discards an interrupt in one of them.
- * A round stops after its first streaming piece when that took at least
- * AUTO_DECISIVE times template's faster piece: a drained piece only looks
- * slower than streaming is, so template is then faster by far, and the
- * second streaming piece would only cost (on a just-zeroed memmap of the
- * Zen 5 VM, 2.4x template's time).
+ * A round stops after its first pair when one mode took at least
+ * AUTO_DECISIVE times the other's time: the second pair could not turn the
+ * verdict unless an interrupt hit the first, and would only cost.  Where
+ * template is faster by far (a just-zeroed memmap of the Zen 5 VM, 2.4x) it
+ * saves a streaming piece; where streaming is (cold 4 MiB memmaps of order
+ * 9 on the Zen 1 and Xeon VMs, 2.3-2.8x) a lead-in and a template piece,
+ * which cost 3-4 % of such a range and kept auto below 0.97x the better
+ * mode there.
  */
 #include <stdatomic.h>
 
@@ -90,7 +93,7 @@ static unsigned long auto_lead_records(unsigned int order)
 
 unsigned long auto_round_records(unsigned int order, unsigned long chunk)
 {
-	return auto_lead_records(order) + AUTO_PIECES * auto_probe_records(order, chunk);
+	return AUTO_PIECES / 2 * auto_lead_records(order) + AUTO_PIECES * auto_probe_records(order, chunk);
 }
 
 int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2])
@@ -101,11 +104,9 @@ int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2])
 	return s * AUTO_MARGIN_DEN < t * (AUTO_MARGIN_DEN - 1);
 }
 
-int auto_round_decided(int piece, const uint64_t ns[2][2])
+int auto_round_decided(uint64_t tmpl_ns, uint64_t stream_ns)
 {
-	uint64_t t = ns[0][0] < ns[0][1] ? ns[0][0] : ns[0][1];
-
-	return piece == 2 && ns[1][0] >= AUTO_DECISIVE * t;
+	return stream_ns >= AUTO_DECISIVE * tmpl_ns || tmpl_ns >= AUTO_DECISIVE * stream_ns;
 }
 
 unsigned long auto_walk_share(size_t bytes, size_t llc)
@@ -170,7 +171,6 @@ static uint64_t walk_piece(const struct auto_fns *fn, const struct fill_job *pie
 void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const struct auto_fns *fn,
 		     uint64_t (*clock)(void))
 {
-	static const int stream_piece[AUTO_PIECES] = { 0, 0, 1, 1 };
 	unsigned long probe = auto_probe_records(chunk->order, idx);
 	unsigned long lead = auto_lead_records(chunk->order);
 	struct fill_job j = *chunk;
@@ -182,16 +182,18 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 		struct fill_job piece = j;
 		int pieces;
 
-		/* untimed: trains the prefetchers on the template stream */
-		piece.nr_pages = lead;
-		fn->tmpl(&piece);
-		count(lead, 0);
-		piece.start_pfn += lead;
-		piece.nr_pages = probe;
 		for (pieces = 0; pieces < AUTO_PIECES; pieces++) {
-			int st = stream_piece[pieces];
+			int st = pieces & 1;
 			uint64_t t0;
 
+			if (!st) {
+				/* untimed: trains the prefetchers on the template stream */
+				piece.nr_pages = lead;
+				fn->tmpl(&piece);
+				count(lead, 0);
+				piece.start_pfn += lead;
+				piece.nr_pages = probe;
+			}
 			/* as the kernel's mb(): the previous piece's stores are
 			 * not this one's to pay for, and this one's are */
 			__builtin_ia32_mfence();
@@ -200,14 +202,16 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 			if (st)
 				fn->drain();
 			if (fn->walk && j.bug != BUG_AUTO_NO_WALK) {
-				ns[st][pieces & 1] = walk_piece(fn, &piece, clock, t0);
+				ns[st][pieces >> 1] = walk_piece(fn, &piece, clock, t0);
 			} else {
 				__builtin_ia32_mfence();
-				ns[st][pieces & 1] = clock() - t0;
+				ns[st][pieces >> 1] = clock() - t0;
 			}
 			count(probe, st);
 			piece.start_pfn += probe;
-			if (auto_round_decided(pieces, ns) && j.bug != BUG_AUTO_NO_EARLY) {
+			if (pieces == 1 && auto_round_decided(ns[0][0], ns[1][0]) &&
+			    j.bug != BUG_AUTO_NO_EARLY) {
+				ns[0][1] = ns[0][0];
 				ns[1][1] = ns[1][0];
 				pieces++;
 				break;
@@ -226,8 +230,9 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 		__atomic_fetch_add(&stats.rounds, 1, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&stats.stream_rounds, s, __ATOMIC_RELAXED);
 		/* BUG_AUTO_ROUND: forgets that the round wrote only these pieces */
-		probe = lead + probe * (pieces +
-					(j.bug == BUG_AUTO_ROUND && j.nr_pages > lead + AUTO_PIECES * probe));
+		probe = lead * ((pieces + 1) / 2) +
+			probe * (pieces + (j.bug == BUG_AUTO_ROUND &&
+					   j.nr_pages > auto_round_records(j.order, idx)));
 		j.start_pfn += probe;
 		j.nr_pages -= probe;
 	} else {

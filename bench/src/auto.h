@@ -7,9 +7,9 @@
 #include "page.h"
 
 #define AUTO_PROBE_RECORDS 256	/* default: at least 16 KiB of struct pages per piece */
-#define AUTO_PIECES 4		/* per round, after the lead-in: template, template, streaming, streaming */
+#define AUTO_PIECES 4		/* per round: template, streaming, template, streaming */
 #define AUTO_MARGIN_DEN 32	/* streaming must be more than 1/32 faster */
-#define AUTO_DECISIVE 2		/* a first streaming piece this much slower ends the round */
+#define AUTO_DECISIVE 2		/* a first pair this far apart ends the round */
 
 struct auto_fns {
 	void (*tmpl)(const struct fill_job *);
@@ -25,7 +25,7 @@ struct auto_fns {
 
 /* --auto-probe: struct pages per probe piece, at least (AUTO_PROBE_RECORDS) */
 extern unsigned long auto_probe_min;
-/* --auto-lead: struct pages initialised untimed before each timed piece */
+/* --auto-lead: struct pages initialised untimed before each timed template piece */
 extern unsigned long auto_probe_lead;
 /* --auto-probe-late: struct pages per piece in the rounds of chunk 2 on (0: as the first) */
 extern unsigned long auto_probe_late;
@@ -50,11 +50,12 @@ struct auto_stats {
 /* whether chunk starts with a round; learned: a round has published a verdict */
 int auto_probe_chunk(unsigned long chunk, int learned);
 unsigned long auto_probe_records(unsigned int order, unsigned long chunk);
-/* records a probe round writes: the lead-in and the pieces */
+/* records a full probe round writes: two lead-ins and the four pieces */
 unsigned long auto_round_records(unsigned int order, unsigned long chunk);
 int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2]);
-/* whether the round ends after piece (0-3) with the times so far */
-int auto_round_decided(int piece, const uint64_t ns[2][2]);
+/* whether the round's first pair of pieces decides it: one mode took
+ * AUTO_DECISIVE times the other's time */
+int auto_round_decided(uint64_t tmpl_ns, uint64_t stream_ns);
 /* of a piece's read-back, what a walk after a range of bytes pays (llc 0: unknown, all) */
 unsigned long auto_walk_share(size_t bytes, size_t llc);
 void auto_reset(void);

@@ -142,7 +142,7 @@ struct fill_job {
 #define BUG_AUTO_STREAM 6	/* learning auto: streams whatever the round found */
 #define BUG_AUTO_TEMPLATE 7	/* learning auto: copies whatever the round found */
 #define BUG_AUTO_NO_WALK 8	/* learning auto: ignores the hint that the memmap is walked next */
-#define BUG_AUTO_NO_EARLY 9	/* learning auto: a decisive first streaming piece does not end the round */
+#define BUG_AUTO_NO_EARLY 9	/* learning auto: a decisive first pair does not end the round */
 #define BUG_AUTO_WALK_SHARE 10	/* learning auto: the walk hint counts all of every read-back */
 
 /* kslow.c: the kernel's slow path, compiled like the kernel */

@@ -88,7 +88,7 @@ static _Atomic unsigned long flip_stream_rounds;	/* rounds the clock made stream
 static uint64_t flip_clock(void)
 {
 	unsigned long n = flip_reads++, piece = n / 2 % AUTO_PIECES, round = n / 8;
-	int stream_piece = piece >= 2;
+	int stream_piece = piece & 1;
 
 	if (n % 2)
 		flip_now += stream_piece == (int)(round % 2) ? 50 : 60;
@@ -97,33 +97,54 @@ static uint64_t flip_clock(void)
 	return flip_now;
 }
 
-/* A clock under which every first streaming piece takes three times a
- * template piece: every round must end after it, with template. */
+/* Clocks under which the first pair of every round is decisive, the
+ * streaming piece three times the template piece's time or the other way
+ * round: every round must end after that pair, with the faster mode. */
 static __thread unsigned long decisive_reads;
 static __thread uint64_t decisive_now;
 
-static uint64_t decisive_clock(void)
+static uint64_t decisive_clock(int stream_wins)
 {
 	unsigned long n = decisive_reads++;
+	int stream_piece = n / 2 % 2;
 
 	if (n % 2)
-		decisive_now += n / 2 % (AUTO_PIECES - 1) == 2 ? 150 : 50;
+		decisive_now += stream_piece == stream_wins ? 50 : 150;
 	return decisive_now;
+}
+
+static uint64_t template_decisive_clock(void)
+{
+	return decisive_clock(0);
+}
+
+static uint64_t streaming_decisive_clock(void)
+{
+	return decisive_clock(1);
 }
 
 static void verify_auto(char *buf, const char *ref, size_t size, unsigned long nr, int order,
 			int pre, const char *layout, const char *tname)
 {
 	static const int thread_counts[] = { 1, 2, 3 };
-	/* chunks of 1024 and 4096 records: rounds fit in both at order 0, in the
-	 * larger at order 9 (a lead-in and four pieces of 512 records) */
-	static const unsigned long chunk_reqs[] = { 700, 4096 };
+	/* chunks of 1536 and 4096 records: rounds fit in both at order 0 (two
+	 * lead-ins and four pieces of 256 records), in the larger at order 9
+	 * (of 512 records) */
+	static const unsigned long chunk_reqs[] = { 1536, 4096 };
+	/* flip 0: the real clock; 1: rounds alternate; 2, 3: template or
+	 * streaming decisively faster, rounds end after their first pair */
+	static uint64_t (*const clocks[])(void) = {
+		now_ns, flip_clock, template_decisive_clock, streaming_decisive_clock,
+	};
+	static const char *const clock_names[] = {
+		"real", "flipping", "template-decisive", "streaming-decisive",
+	};
 	struct page *map = (struct page *)(buf + GUARD);
 	char what[400];
 
 	for (int ti = 0; ti < 3; ti++)
 	for (int ci = 0; ci < 2; ci++)
-	for (int flip = 0; flip < 3; flip++)
+	for (int flip = 0; flip < 4; flip++)
 	for (int walk = READBACK_NONE; walk <= READBACK_WALK; walk++) {
 		struct auto_stats a = { 0 };
 		int ok, learns, right;
@@ -133,10 +154,9 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 		atomic_store(&flip_stream_rounds, 0);
 		/* walk: a read-back fill (each chunk, or the whole range after the
 		 * fill), whose hint makes auto read back every probe piece */
-		/* flip 1: rounds alternate; 2: template decisively faster, rounds end early */
 		decisive_reads = 0;
-		run_auto_fill(pre, flip == 2 ? decisive_clock : flip ? flip_clock : now_ns,
-			      thread_counts[ti], map, nr, order, walk, PREP_NONE, &a);
+		run_auto_fill(pre, clocks[flip], thread_counts[ti], map, nr, order, walk, PREP_NONE,
+			      &a);
 		ok = !memcmp(buf, ref, size + 2 * GUARD) && a.records == nr;
 		/*
 		 * Where a round fits in a chunk, the flipping clock must have made
@@ -147,24 +167,24 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 		learns = chunk_pages >= auto_round_records(order, 0);
 		if (!learns)
 			right = !a.rounds && !a.streamed;
-		else if (flip == 2)
-			right = a.rounds && !a.stream_rounds &&
-				a.pieces == a.rounds * (AUTO_PIECES - 1);
+		else if (flip >= 2)
+			right = a.rounds && a.stream_rounds == (flip == 3 ? a.rounds : 0) &&
+				a.pieces == a.rounds * AUTO_PIECES / 2;
 		else
 			right = !flip || (a.rounds >= 2 && a.streamed && a.streamed < a.records &&
 					  a.stream_rounds == atomic_load(&flip_stream_rounds));
 		right = right && a.walked == (walk ? a.pieces : 0) &&
-			a.pieces >= a.rounds * (AUTO_PIECES - 1) && a.pieces <= a.rounds * AUTO_PIECES;
+			a.pieces >= a.rounds * AUTO_PIECES / 2 && a.pieces <= a.rounds * AUTO_PIECES;
 		snprintf(what, sizeof(what),
 			 "fill auto layout=%s pgmap=%s threads=%d split=chunked/%lu clock=%s walk=%d "
 			 "records=%lu (rounds %lu, streamed %lu, pieces walked %lu)%s", layout, tname,
-			 thread_counts[ti], chunk_pages, flip == 2 ? "decisive" : flip ? "flipping" : "real",
+			 thread_counts[ti], chunk_pages, clock_names[flip],
 			 walk, nr, a.rounds,
 			 a.streamed, a.walked,
 			 !ok ? ": differs from the slow path" : right ? "" :
 			 a.walked != (walk ? a.pieces : 0) ? ": probe pieces not walked as hinted" :
-			 !learns ? ": learned where no round fits" : flip == 2 ?
-			 ": rounds did not end at a decisive first streaming piece" :
+			 !learns ? ": learned where no round fits" : flip >= 2 ?
+			 ": rounds did not end with the faster mode at a decisive first pair" :
 			 ": did not mix the modes as the clock said");
 		report(ok && right, what);
 	}

@@ -4,8 +4,9 @@ on a CPU this machine is not, from what each mode cost over the whole range ther
 Per configuration (size, layout, destination, threads) of a run that measured template and
 streaming, the replay takes the probe schedule of the policy (bench/src/auto.c, patch 11: a
 round at chunk 0 and every power-of-two chunk with room for it, chunk 1 only where a second
-thread takes it before chunk 0's round has decided; each round an untimed template lead-in, two
-timed template pieces, two timed streaming pieces) and its verdict, and predicts
+thread takes it before chunk 0's round has decided; each round two pairs of an untimed template
+lead-in, a timed template piece and a timed streaming piece, the second pair skipped when the
+first found one mode twice as fast as the other) and its verdict, and predicts
 auto's rate repetition by repetition: the verdict's mode over the whole range except the
 records the rounds wrote in the other mode.  The verdict comes from what the probes measured
 where the sweep recorded it (probe T/S, margin 1/32, as the kernel decides); in a run made
@@ -43,7 +44,7 @@ class Policy:
     lead: int = 256  # untimed template struct pages before the pieces, at least
     pieces: int = 4  # two template, two streaming
     margin_den: int = 32  # streaming must be faster by more than 1/32
-    decisive: float = 2.0  # a round stops after its first streaming piece if template is this much faster
+    decisive: float = 2.0  # a round stops after its first pair if one mode is this much faster
     chunk_pages: int = 32768  # the kernel's chunk: 128 MiB of device memory
 
 
@@ -56,7 +57,7 @@ def schedule(policy: Policy, records: int, order: int, early: bool = False,
     """(template records, streaming records) the probe rounds write in a range of `records`
     struct pages of compound order `order` (whole compound pages per piece, chunks rounded to
     compound pages and pageblocks as the kernel's split); early: every round stopped after
-    its first streaming piece.  Chunk 1 has a round only on several threads, where a second
+    its first pair.  Chunk 1 has a round only on several threads, where a second
     thread takes it while chunk 0's round runs; one thread has chunk 0's verdict by then."""
     unit = 1 << order
     chunk = _round_up(policy.chunk_pages, max(unit, 512))
@@ -67,8 +68,8 @@ def schedule(policy: Policy, records: int, order: int, early: bool = False,
         if idx & (idx - 1) or (idx == 1 and threads == 1):
             continue
         if min(chunk, records - idx * chunk) >= per_round:
-            # early: the round stopped after its first streaming piece
-            tmpl += lead + policy.pieces // 2 * probe
+            # early: the round stopped after its first pair of pieces
+            tmpl += (1 if early else policy.pieces // 2) * (lead + probe)
             stream += (1 if early else policy.pieces // 2) * probe
     return tmpl, stream
 
@@ -89,8 +90,8 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
         s = stream["median"] > tmpl["median"]
         ratio = stream["median"] / tmpl["median"]
         source = "assumed"
-    # the round stops after its first streaming piece when template is decisively faster
-    early = policy.decisive > 0 and not s and 1 / ratio >= policy.decisive
+    # the round stops after its first pair when one mode is decisively faster
+    early = policy.decisive > 0 and max(ratio, 1 / ratio) >= policy.decisive
     in_tmpl, in_stream = schedule(policy, records, order, early, tmpl["threads"])
     other = min(records, in_tmpl if s else in_stream) / records
     rt, rs = bench_stats.rates_by_rep(tmpl), bench_stats.rates_by_rep(stream)
