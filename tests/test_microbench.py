@@ -327,6 +327,7 @@ def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
     ("auto-no-walk", " walk="),             # auto ignores the hint that the memmap is walked next
     ("auto-walk-share", "auto walk share"),  # the candidate hint counts all of every read-back
     ("auto-no-early", "-decisive "),        # a decisive first pair does not end the round
+    ("auto-lead-unchecked", "clock=disturbed-template "),  # one slow template piece streams
 ])
 def test_verify_catches_injected_bugs(bench_binary: Path, bug: str, where: str):
     proc = subprocess.run([str(bench_binary), "verify", "--size", "1M", "--bug", bug],

@@ -104,9 +104,13 @@ int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2])
 	return s * AUTO_MARGIN_DEN < t * (AUTO_MARGIN_DEN - 1);
 }
 
-int auto_round_decided(uint64_t tmpl_ns, uint64_t stream_ns)
+int auto_round_decided(uint64_t lead_ns, uint64_t tmpl_ns, uint64_t stream_ns)
 {
-	return stream_ns >= AUTO_DECISIVE * tmpl_ns || tmpl_ns >= AUTO_DECISIVE * stream_ns;
+	if (stream_ns >= AUTO_DECISIVE * tmpl_ns)
+		return 1;
+	/* BUG_AUTO_LEAD_UNCHECKED: one disturbed template piece decides */
+	return tmpl_ns >= AUTO_DECISIVE * stream_ns &&
+	       (bug == BUG_AUTO_LEAD_UNCHECKED || lead_ns >= AUTO_DECISIVE * stream_ns);
 }
 
 unsigned long auto_walk_share(size_t bytes, size_t llc)
@@ -178,7 +182,7 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 	int s;
 
 	if (auto_probe_chunk(idx, v >= 0) && j.nr_pages >= auto_round_records(j.order, idx)) {
-		uint64_t ns[2][2];
+		uint64_t ns[2][2], lead_ns = 0;
 		struct fill_job piece = j;
 		int pieces;
 
@@ -187,9 +191,18 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 			uint64_t t0;
 
 			if (!st) {
-				/* untimed: trains the prefetchers on the template stream */
+				/* trains the prefetchers on the template stream; the
+				 * first is timed, per probe's worth of records */
 				piece.nr_pages = lead;
-				fn->tmpl(&piece);
+				if (!pieces && lead) {
+					__builtin_ia32_mfence();
+					t0 = clock();
+					fn->tmpl(&piece);
+					__builtin_ia32_mfence();
+					lead_ns = (clock() - t0) * probe / lead;
+				} else {
+					fn->tmpl(&piece);
+				}
 				count(lead, 0);
 				piece.start_pfn += lead;
 				piece.nr_pages = probe;
@@ -209,7 +222,7 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 			}
 			count(probe, st);
 			piece.start_pfn += probe;
-			if (pieces == 1 && auto_round_decided(ns[0][0], ns[1][0]) &&
+			if (pieces == 1 && auto_round_decided(lead_ns, ns[0][0], ns[1][0]) &&
 			    j.bug != BUG_AUTO_NO_EARLY) {
 				ns[0][1] = ns[0][0];
 				ns[1][1] = ns[1][0];

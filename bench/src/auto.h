@@ -54,8 +54,9 @@ unsigned long auto_probe_records(unsigned int order, unsigned long chunk);
 unsigned long auto_round_records(unsigned int order, unsigned long chunk);
 int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2]);
 /* whether the round's first pair of pieces decides it: one mode took
- * AUTO_DECISIVE times the other's time */
-int auto_round_decided(uint64_t tmpl_ns, uint64_t stream_ns);
+ * AUTO_DECISIVE times the other's time, and for streaming to win that way
+ * the timed lead-in (lead_ns, per piece) too */
+int auto_round_decided(uint64_t lead_ns, uint64_t tmpl_ns, uint64_t stream_ns);
 /* of a piece's read-back, what a walk after a range of bytes pays (llc 0: unknown, all) */
 unsigned long auto_walk_share(size_t bytes, size_t llc);
 void auto_reset(void);

@@ -162,6 +162,7 @@ int parse_opts(int argc, char **argv, struct opts *o)
 			else if (!strcmp(optarg, "auto-no-walk")) bug = BUG_AUTO_NO_WALK;
 			else if (!strcmp(optarg, "auto-no-early")) bug = BUG_AUTO_NO_EARLY;
 			else if (!strcmp(optarg, "auto-walk-share")) bug = BUG_AUTO_WALK_SHARE;
+			else if (!strcmp(optarg, "auto-lead-unchecked")) bug = BUG_AUTO_LEAD_UNCHECKED;
 			else die("unknown bug '%s'", optarg);
 			break;
 		default:

@@ -144,6 +144,7 @@ struct fill_job {
 #define BUG_AUTO_NO_WALK 8	/* learning auto: ignores the hint that the memmap is walked next */
 #define BUG_AUTO_NO_EARLY 9	/* learning auto: a decisive first pair does not end the round */
 #define BUG_AUTO_WALK_SHARE 10	/* learning auto: the walk hint counts all of every read-back */
+#define BUG_AUTO_LEAD_UNCHECKED 11	/* learning auto: one slow template piece ends a round with streaming */
 
 /* kslow.c: the kernel's slow path, compiled like the kernel */
 void slow_memmap_init_zone_device(const struct fill_job *j);

@@ -78,39 +78,70 @@ static void check_reference(const struct page *map, unsigned long nr, unsigned i
 /*
  * A clock for the learning auto that makes every thread's rounds alternate:
  * streaming wins its odd rounds, template its even ones, so a range mixes
- * both modes chunk by chunk.  Eight readings per round, two per piece.
+ * both modes chunk by chunk.  Ten readings per round, two for each of the
+ * timed lead-in (template) and the four pieces, T, S, T, S.
  */
-static __thread unsigned long flip_reads;
-static __thread uint64_t flip_now;
+#define FULL_ROUND_READS (2 * (1 + AUTO_PIECES))
+
+/*
+ * The scripted clocks count the readings of their thread since the fill
+ * began (clock_gen moves on for every fill), so that a pool thread reused
+ * from an earlier fill starts its script at the beginning.
+ */
+static _Atomic unsigned long clock_gen;
+static __thread unsigned long script_gen, script_reads;
+static __thread uint64_t script_now;
+
+static unsigned long script_read(void)
+{
+	unsigned long gen = atomic_load(&clock_gen);
+
+	if (script_gen != gen) {
+		script_gen = gen;
+		script_reads = 0;
+	}
+	return script_reads++;
+}
 
 static _Atomic unsigned long flip_stream_rounds;	/* rounds the clock made streaming win */
 
 static uint64_t flip_clock(void)
 {
-	unsigned long n = flip_reads++, piece = n / 2 % AUTO_PIECES, round = n / 8;
-	int stream_piece = piece & 1;
+	unsigned long n = script_read(), timed = n / 2 % (1 + AUTO_PIECES);
+	unsigned long round = n / FULL_ROUND_READS;
+	int stream_piece = timed && !(timed & 1);
 
 	if (n % 2)
-		flip_now += stream_piece == (int)(round % 2) ? 50 : 60;
-	if (n % 8 == 7 && round % 2)
+		script_now += stream_piece == (int)(round % 2) ? 50 : 60;
+	if (n % FULL_ROUND_READS == FULL_ROUND_READS - 1 && round % 2)
 		atomic_fetch_add(&flip_stream_rounds, 1);
-	return flip_now;
+	return script_now;
 }
 
 /* Clocks under which the first pair of every round is decisive, the
- * streaming piece three times the template piece's time or the other way
- * round: every round must end after that pair, with the faster mode. */
-static __thread unsigned long decisive_reads;
-static __thread uint64_t decisive_now;
-
+ * streaming piece three times the template piece's (and the timed
+ * lead-in's) time or the other way round: every round must end after that
+ * pair, with the faster mode.  Six readings per round: lead-in, T, S. */
 static uint64_t decisive_clock(int stream_wins)
 {
-	unsigned long n = decisive_reads++;
-	int stream_piece = n / 2 % 2;
+	unsigned long n = script_read();
+	int stream_piece = n / 2 % 3 == 2;
 
 	if (n % 2)
-		decisive_now += stream_piece == stream_wins ? 50 : 150;
-	return decisive_now;
+		script_now += stream_piece == stream_wins ? 50 : 150;
+	return script_now;
+}
+
+/* A clock under which the modes tie but the first template piece of every
+ * round is disturbed (three times the others): the lead-in's time shows it,
+ * so no round may end early, and template must win every round. */
+static uint64_t disturbed_clock(void)
+{
+	unsigned long n = script_read();
+
+	if (n % 2)
+		script_now += n % FULL_ROUND_READS == 3 ? 150 : 50;
+	return script_now;
 }
 
 static uint64_t template_decisive_clock(void)
@@ -132,19 +163,22 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 	 * (of 512 records) */
 	static const unsigned long chunk_reqs[] = { 1536, 4096 };
 	/* flip 0: the real clock; 1: rounds alternate; 2, 3: template or
-	 * streaming decisively faster, rounds end after their first pair */
+	 * streaming decisively faster, rounds end after their first pair; 4: a
+	 * tie with each round's first template piece disturbed */
 	static uint64_t (*const clocks[])(void) = {
 		now_ns, flip_clock, template_decisive_clock, streaming_decisive_clock,
+		disturbed_clock,
 	};
 	static const char *const clock_names[] = {
 		"real", "flipping", "template-decisive", "streaming-decisive",
+		"disturbed-template",
 	};
 	struct page *map = (struct page *)(buf + GUARD);
 	char what[400];
 
 	for (int ti = 0; ti < 3; ti++)
 	for (int ci = 0; ci < 2; ci++)
-	for (int flip = 0; flip < 4; flip++)
+	for (int flip = 0; flip < 5; flip++)
 	for (int walk = READBACK_NONE; walk <= READBACK_WALK; walk++) {
 		struct auto_stats a = { 0 };
 		int ok, learns, right;
@@ -154,7 +188,7 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 		atomic_store(&flip_stream_rounds, 0);
 		/* walk: a read-back fill (each chunk, or the whole range after the
 		 * fill), whose hint makes auto read back every probe piece */
-		decisive_reads = 0;
+		atomic_fetch_add(&clock_gen, 1);
 		run_auto_fill(pre, clocks[flip], thread_counts[ti], map, nr, order, walk, PREP_NONE,
 			      &a);
 		ok = !memcmp(buf, ref, size + 2 * GUARD) && a.records == nr;
@@ -167,6 +201,8 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 		learns = chunk_pages >= auto_round_records(order, 0);
 		if (!learns)
 			right = !a.rounds && !a.streamed;
+		else if (flip == 4)
+			right = a.rounds && !a.stream_rounds && a.pieces == a.rounds * AUTO_PIECES;
 		else if (flip >= 2)
 			right = a.rounds && a.stream_rounds == (flip == 3 ? a.rounds : 0) &&
 				a.pieces == a.rounds * AUTO_PIECES / 2;
@@ -183,7 +219,8 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 			 a.streamed, a.walked,
 			 !ok ? ": differs from the slow path" : right ? "" :
 			 a.walked != (walk ? a.pieces : 0) ? ": probe pieces not walked as hinted" :
-			 !learns ? ": learned where no round fits" : flip >= 2 ?
+			 !learns ? ": learned where no round fits" : flip == 4 ?
+			 ": one disturbed template piece ended a round with streaming" : flip >= 2 ?
 			 ": rounds did not end with the faster mode at a decisive first pair" :
 			 ": did not mix the modes as the clock said");
 		report(ok && right, what);
