@@ -7,8 +7,8 @@
  * two starts with a probe round (chunk 1 only while no round has published a
  * verdict: on one thread chunk 0's round has, and chunk 2's learns again
  * soon enough): two pairs of pieces of at least auto_probe_min records,
- * whole compound pages, each pair an untimed template lead-in of at least
- * auto_probe_lead records, a timed template piece and a timed streaming
+ * whole compound pages, each pair a template lead-in of at least
+ * auto_probe_lead records (the first timed), a timed template piece and a timed streaming
  * piece (drained before the clock is read, and MFENCE before every clock
  * read, so that every piece's stores are paid for).  The round's winner
  * fills the rest of its chunk; every other chunk follows the round of the
@@ -44,7 +44,9 @@
  * saves a streaming piece; where streaming is (cold 4 MiB memmaps of order
  * 9 on the Zen 1 and Xeon VMs, 2.3-2.8x) a lead-in and a template piece,
  * which cost 3-4 % of such a range and kept auto below 0.97x the better
- * mode there.
+ * mode there.  To end a round with streaming, the first lead-in (per
+ * piece) must have taken AUTO_DECISIVE times the streaming piece too, so
+ * that one disturbed template piece cannot decide a range with one round.
  */
 #include <stdatomic.h>
 

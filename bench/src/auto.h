@@ -25,7 +25,8 @@ struct auto_fns {
 
 /* --auto-probe: struct pages per probe piece, at least (AUTO_PROBE_RECORDS) */
 extern unsigned long auto_probe_min;
-/* --auto-lead: struct pages initialised untimed before each timed template piece */
+/* --auto-lead: struct pages of template before each timed template piece
+ * (the first lead-in of a round timed for auto_round_decided()) */
 extern unsigned long auto_probe_lead;
 /* --auto-probe-late: struct pages per piece in the rounds of chunk 2 on (0: as the first) */
 extern unsigned long auto_probe_late;
