@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from meminit.bench import auto_replay, bench_results, bench_stats
+from meminit.bench import auto_replay, bench_render, bench_results, bench_stats
 
 POLICY = auto_replay.Policy()
 
@@ -43,6 +43,20 @@ def test_auto_rows_judge_the_pairs():
     rows = bench_stats.summarize(_samples("template", [10] * 7) + _samples("movntdq", [12] * 7)
                                  + _samples("auto", [11.9] * 7))
     assert next(a for a in bench_stats.auto_rows(rows) if a["strategy"] == "auto")["passes"]
+
+
+def test_live_table_marks_the_splits_the_kernel_makes_only_when_forced():
+    # 4 MiB of struct pages on two threads: fewer than 262144, so a forced split; 16 MiB is not
+    rows = bench_stats.summarize([s for t in (1, 2) for strategy, rate in (("template", 10), ("movntdq", 12),
+                                                                            ("auto", 11.0))
+                                  for s in _samples(strategy, [rate] * 7, threads=t)])
+    autos = [a for a in bench_stats.auto_rows(rows) if a["strategy"] == "auto"]
+    assert [(a["threads"], a["forced"]) for a in autos] == [(1, False), (2, True)]
+    assert bench_stats.forced_split(4 << 20, 2) and not bench_stats.forced_split(16 << 20, 2)
+    assert not bench_stats.forced_split(4 << 20, 1)
+    bar = bench_render.auto_bar(autos)
+    assert "bar met in 0/2 configurations (0 within noise; 1 of the misses on threads the kernel uses" in bar
+    assert " 2* " in bench_render.auto_table(autos) and " 1* " not in bench_render.auto_table(autos)
 
 
 def test_schedule_counts_the_lead_ins_whole_compound_pages_and_chunk_1_only_on_threads():

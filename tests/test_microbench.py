@@ -453,7 +453,7 @@ def test_run_mode_walked_destination_and_walk_share(bench_binary: Path):
     assert all(s["cpu_ns"] > 0 for s in fills if s["dest"] == "walked")
     bad = subprocess.run([str(bench_binary), "run", "--auto-walk-share", "half"],
                          capture_output=True, text=True, timeout=30)
-    assert bad.returncode != 0 and "unknown --auto-walk-share 'half' (full, llc)" in bad.stderr
+    assert bad.returncode != 0 and "unknown --auto-walk-share 'half' (full, llc, fraction)" in bad.stderr
 
 
 def test_auto_walk_share_reaches_the_bench():

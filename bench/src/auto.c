@@ -57,7 +57,7 @@ static struct auto_stats stats;
 unsigned long auto_probe_min = AUTO_PROBE_RECORDS;
 unsigned long auto_probe_lead = AUTO_PROBE_RECORDS;
 unsigned long auto_probe_late;	/* 0: as auto_probe_min */
-int auto_walk_llc = 1;	/* patch 11; 0: --auto-walk-share full */
+int auto_walk_rule = AUTO_WALK_LLC;	/* --auto-walk-share */
 /* the round of the highest chunk so far: chunk << 1 | streaming won; -1 none */
 static _Atomic long verdict = -1;
 
@@ -119,10 +119,12 @@ unsigned long auto_walk_share(size_t bytes, size_t llc)
 {
 	unsigned long share;
 
-	if (!llc || bytes <= llc || bug == BUG_AUTO_WALK_SHARE)
+	if (!llc || bytes <= llc || bug == BUG_AUTO_WALK_SHARE || auto_walk_rule == AUTO_WALK_FULL)
 		return AUTO_WALK_SHARE_ONE;
+	if (auto_walk_rule == AUTO_WALK_LLC)
+		return 0;
 	share = llc * AUTO_WALK_SHARE_ONE / bytes;
-	return share ? share : 1;	/* as the kernel's, at least 1 */
+	return share ? share : 1;	/* as patch 11's until 2026-11-27, at least 1 */
 }
 
 void auto_reset(void)
@@ -153,9 +155,7 @@ static void count(unsigned long records, int streamed)
 
 /*
  * Read back a piece as the hinted walk does and return its time since t0,
- * counting only fn->walk_share of the read-back (a walk after a range larger
- * than the LLC finds only the last LLC's worth of template's lines in the
- * cache; it reads the rest from DRAM, as all of streaming's).
+ * counting only fn->walk_share of the read-back (--auto-walk-share fraction).
  */
 static uint64_t walk_piece(const struct auto_fns *fn, const struct fill_job *piece,
 			   uint64_t (*clock)(void), uint64_t t0)

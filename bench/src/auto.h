@@ -30,8 +30,13 @@ extern unsigned long auto_probe_min;
 extern unsigned long auto_probe_lead;
 /* --auto-probe-late: struct pages per piece in the rounds of chunk 2 on (0: as the first) */
 extern unsigned long auto_probe_late;
-/* the walk hint counts LLC / range of each piece's read-back (patch 11); 0: all of it */
-extern int auto_walk_llc;
+/*
+ * --auto-walk-share: what the walk hint counts of a piece's read-back in a range
+ * larger than the LLC: nothing, no read-back (llc, patch 11), all of it (full,
+ * patch 11 until 2026-11-26) or LLC / range of it (fraction, until 2026-11-27)
+ */
+enum { AUTO_WALK_FULL, AUTO_WALK_LLC, AUTO_WALK_FRACTION };
+extern int auto_walk_rule;
 
 /* What auto did in the fills since auto_reset(), over all threads. */
 struct auto_stats {
@@ -58,7 +63,7 @@ int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2]);
  * AUTO_DECISIVE times the other's time, and for streaming to win that way
  * the timed lead-in (lead_ns, per piece) too */
 int auto_round_decided(uint64_t lead_ns, uint64_t tmpl_ns, uint64_t stream_ns);
-/* of a piece's read-back, what a walk after a range of bytes pays (llc 0: unknown, all) */
+/* of a piece's read-back, what a walk after a range of bytes pays (llc 0: unknown, all; 0: none) */
 unsigned long auto_walk_share(size_t bytes, size_t llc);
 void auto_reset(void);
 struct auto_stats auto_stats(void);

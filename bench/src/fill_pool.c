@@ -278,19 +278,14 @@ uint64_t run_auto_fill(int pre, uint64_t (*clock)(void), int threads, struct pag
 
 	/*
 	 * A fill that is read back gives auto the hint that the memmap is walked
-	 * next.  As patch 11, the probes count the share of each piece's
-	 * read-back that a walk after the whole fill pays: that walk finds
-	 * template's lines in the cache only for the last LLC's worth of the
-	 * range and reads the rest from DRAM, as it reads all of streaming's
-	 * (--auto-walk-share full: all of it, the policy before 2026-11-26).
+	 * next.  As patch 11, the probes read each piece back only while the
+	 * range fits in the LLC: a walk in PFN order after a larger range misses
+	 * on every line, template's as streaming's, as the lines it has not yet
+	 * reached are the least recently used and go first (--auto-walk-share).
 	 */
 	if (do_readback) {
-		size_t llc = llc_bytes(), bytes = nr_pages * 64;
-
-		fns.walk = readback_job;
-		fns.walk_share = AUTO_WALK_SHARE_ONE;
-		if (auto_walk_llc)
-			fns.walk_share = auto_walk_share(bytes, llc);
+		fns.walk_share = auto_walk_share(nr_pages * 64, llc_bytes());
+		fns.walk = fns.walk_share ? readback_job : NULL;
 	}
 	learning = &fns;
 	learning_clock = clock;

@@ -129,9 +129,14 @@ int parse_opts(int argc, char **argv, struct opts *o)
 		case 'L': auto_probe_lead = strtoul(optarg, NULL, 0); break;
 		case 'T': auto_probe_late = strtoul(optarg, NULL, 0); break;
 		case 'W':
-			if (strcmp(optarg, "full") && strcmp(optarg, "llc"))
-				die("unknown --auto-walk-share '%s' (full, llc)", optarg);
-			auto_walk_llc = !strcmp(optarg, "llc");
+			if (!strcmp(optarg, "full"))
+				auto_walk_rule = AUTO_WALK_FULL;
+			else if (!strcmp(optarg, "llc"))
+				auto_walk_rule = AUTO_WALK_LLC;
+			else if (!strcmp(optarg, "fraction"))
+				auto_walk_rule = AUTO_WALK_FRACTION;
+			else
+				die("unknown --auto-walk-share '%s' (full, llc, fraction)", optarg);
 			break;
 		case 'P':
 			auto_probe_min = strtoul(optarg, NULL, 0);

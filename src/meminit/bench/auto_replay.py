@@ -27,10 +27,8 @@ from meminit.core import paths
 
 SHARED_MEASUREMENTS = paths.REPO.parent / "shared" / "measurements"
 RESULTS_DIR = paths.BENCH_DIR / "results"
-RECORD_BYTES = 64  # one struct page
-# patch 10's MEMMAP_INIT_MT_MIN_STRUCT_PAGES: a range that writes fewer struct pages stays on
-# the calling thread unless memmap_init_threads forces a count
-KERNEL_MT_MIN_RECORDS = 262144
+RECORD_BYTES = bench_stats.RECORD_BYTES
+KERNEL_MT_MIN_RECORDS = bench_stats.KERNEL_MT_MIN_RECORDS
 # the cache states of the kernel's callers (bench/README.md): an altmap memmap (cold), a DRAM
 # memmap nobody walks (warm) and one its owner walks after the init (walked); `readback`, each
 # chunk read back right after its init, stands for no caller and is not judged
@@ -110,7 +108,7 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
     verdict, verdict_t = bench_stats.bar_verdict(pairs), bench_stats.bar_verdict(pairs_t)
     return {"size": tmpl["size"], "layout": tmpl["layout"], "dest": tmpl["dest"], "threads": tmpl["threads"],
             "split": tmpl.get("split", "even"), "mode": "streaming" if s else "template", "source": source,
-            "forced": tmpl["threads"] > 1 and records < KERNEL_MT_MIN_RECORDS,
+            "forced": bench_stats.forced_split(tmpl["size"], tmpl["threads"]),
             "other_share": other, "range_t_over_s": stream["median"] / tmpl["median"],
             "ratio_best": statistics.median(pairs) if pairs else 0.0,
             "ratio_template": statistics.median(pairs_t) if pairs_t else 0.0,

@@ -238,6 +238,18 @@ def bar_verdict(pairs: list[float]) -> str:
     return "noise" if len(pairs) >= 3 and pairs[-2] >= AUTO_BAR else "MISS"
 
 
+# patch 10's MEMMAP_INIT_MT_MIN_STRUCT_PAGES: a range that writes fewer struct pages stays on
+# the calling thread unless memmap_init_threads forces a count
+KERNEL_MT_MIN_RECORDS = 262144
+RECORD_BYTES = 64  # one struct page
+
+
+def forced_split(size: int, threads: int) -> bool:
+    """A split of `size` bytes of memmap across `threads` that the kernel makes only when
+    memmap_init_threads forces it."""
+    return threads > 1 and size // RECORD_BYTES < KERNEL_MT_MIN_RECORDS
+
+
 def auto_rows(rows: list[dict], info: dict | None = None) -> list[dict]:
     """`auto` against the better of template/streaming (by median) and against slow, per
     configuration (size, layout, dest, threads, split).  ratio_best: the median of the paired
@@ -285,6 +297,7 @@ def auto_rows(rows: list[dict], info: dict | None = None) -> list[dict]:
                                if tmpl and (STREAMING,) + k in idx else None),
             "verdict": verdict if verdict_t != "MISS" else "MISS",
             "passes": verdict != "MISS" and verdict_t != "MISS",
+            "forced": forced_split(size, threads),
         })
     out.sort(key=lambda a: (a["strategy"], a["layout"], dest_rank(a["dest"]), a["size"], a["threads"]))
     return out

@@ -97,7 +97,7 @@ class MicrobenchRequest:
     clear_fault: str = "middle"
     auto_altmap_min: str | None = None
     auto_dram_min: str | None = None
-    # the learning auto's walk hint: "llc" (patch 11) or "full" (the policy before 2026-11-26)
+    # the learning auto's walk hint beyond the LLC: "llc" (patch 11), "full" or "fraction" (before)
     auto_walk_share: str = "llc"
     nice: int = 0
     out: Path | None = None  # None: results/microbench-<UTC stamp>
