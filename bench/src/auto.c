@@ -119,10 +119,12 @@ unsigned long auto_walk_share(size_t bytes, size_t llc)
 {
 	unsigned long share;
 
-	if (!llc || bytes <= llc || bug == BUG_AUTO_WALK_SHARE || auto_walk_rule == AUTO_WALK_FULL)
+	if (!llc || bug == BUG_AUTO_WALK_SHARE || auto_walk_rule == AUTO_WALK_FULL)
 		return AUTO_WALK_SHARE_ONE;
 	if (auto_walk_rule == AUTO_WALK_LLC)
-		return 0;
+		return bytes <= llc / 2 ? AUTO_WALK_SHARE_ONE : 0;
+	if (bytes <= llc)
+		return AUTO_WALK_SHARE_ONE;
 	share = llc * AUTO_WALK_SHARE_ONE / bytes;
 	return share ? share : 1;	/* as patch 11's until 2026-11-27, at least 1 */
 }

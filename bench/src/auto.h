@@ -31,9 +31,10 @@ extern unsigned long auto_probe_lead;
 /* --auto-probe-late: struct pages per piece in the rounds of chunk 2 on (0: as the first) */
 extern unsigned long auto_probe_late;
 /*
- * --auto-walk-share: what the walk hint counts of a piece's read-back in a range
- * larger than the LLC: nothing, no read-back (llc, patch 11), all of it (full,
- * patch 11 until 2026-11-26) or LLC / range of it (fraction, until 2026-11-27)
+ * --auto-walk-share: what the walk hint counts of a piece's read-back: all of it
+ * up to half the LLC and none, no read-back, past it (llc, patch 11); all of it
+ * at every size (full, patch 11 until 2026-11-26); all of it up to the LLC and
+ * LLC / range of it past it (fraction, until 2026-11-27)
  */
 enum { AUTO_WALK_FULL, AUTO_WALK_LLC, AUTO_WALK_FRACTION };
 extern int auto_walk_rule;

@@ -279,9 +279,10 @@ uint64_t run_auto_fill(int pre, uint64_t (*clock)(void), int threads, struct pag
 	/*
 	 * A fill that is read back gives auto the hint that the memmap is walked
 	 * next.  As patch 11, the probes read each piece back only while the
-	 * range fits in the LLC: a walk in PFN order after a larger range misses
-	 * on every line, template's as streaming's, as the lines it has not yet
-	 * reached are the least recently used and go first (--auto-walk-share).
+	 * range fits in half the LLC: a walk in PFN order after a larger range
+	 * misses on nearly every line, template's as streaming's, as the lines
+	 * it has not yet reached are the least recently used and go first, and
+	 * the LLC is shared and not a true LRU (--auto-walk-share).
 	 */
 	if (do_readback) {
 		fns.walk_share = auto_walk_share(nr_pages * 64, llc_bytes());

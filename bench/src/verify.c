@@ -232,20 +232,20 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 /* The share of a piece's read-back the candidate walk hint counts (issue 33). */
 static void verify_auto_walk_share(void)
 {
-	unsigned long in_llc = auto_walk_share(4UL << 20, 8UL << 20);
+	unsigned long in_llc = auto_walk_share(2UL << 20, 8UL << 20);
+	unsigned long half_llc = auto_walk_share(4UL << 20, 8UL << 20);
+	unsigned long past_half = auto_walk_share((4UL << 20) + 64, 8UL << 20);
+	unsigned long at_llc = auto_walk_share(8UL << 20, 8UL << 20);
 	unsigned long four_llc = auto_walk_share(32UL << 20, 8UL << 20);
 	unsigned long unknown = auto_walk_share(32UL << 20, 0);
-	char what[200];
+	char what[240];
 
-	unsigned long at_llc = auto_walk_share(8UL << 20, 8UL << 20);
-	unsigned long past_llc = auto_walk_share((8UL << 20) + 64, 8UL << 20);
-
-	snprintf(what, sizeof(what), "auto walk share: range in the LLC %lu, the LLC's size %lu, "
-		 "one record more %lu, 4 x the LLC %lu, LLC unknown %lu (want %d, %d, 0, 0, %d)",
-		 in_llc, at_llc, past_llc, four_llc, unknown, AUTO_WALK_SHARE_ONE,
-		 AUTO_WALK_SHARE_ONE, AUTO_WALK_SHARE_ONE);
-	report(in_llc == AUTO_WALK_SHARE_ONE && at_llc == AUTO_WALK_SHARE_ONE && !past_llc &&
-	       !four_llc && unknown == AUTO_WALK_SHARE_ONE, what);
+	snprintf(what, sizeof(what), "auto walk share: range of a quarter of the LLC %lu, half %lu, "
+		 "one record more %lu, the LLC's size %lu, 4 x the LLC %lu, LLC unknown %lu "
+		 "(want %d, %d, 0, 0, 0, %d)", in_llc, half_llc, past_half, at_llc, four_llc,
+		 unknown, AUTO_WALK_SHARE_ONE, AUTO_WALK_SHARE_ONE, AUTO_WALK_SHARE_ONE);
+	report(in_llc == AUTO_WALK_SHARE_ONE && half_llc == AUTO_WALK_SHARE_ONE && !past_half &&
+	       !at_llc && !four_llc && unknown == AUTO_WALK_SHARE_ONE, what);
 }
 
 int cmd_verify(struct opts *o)

@@ -97,7 +97,7 @@ class MicrobenchRequest:
     clear_fault: str = "middle"
     auto_altmap_min: str | None = None
     auto_dram_min: str | None = None
-    # the learning auto's walk hint beyond the LLC: "llc" (patch 11), "full" or "fraction" (before)
+    # the learning auto's walk hint: "llc" (half the LLC, patch 11), "full" or "fraction" (before)
     auto_walk_share: str = "llc"
     nice: int = 0
     out: Path | None = None  # None: results/microbench-<UTC stamp>
