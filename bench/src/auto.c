@@ -126,7 +126,7 @@ unsigned long auto_walk_share(size_t bytes, size_t llc)
 	if (bytes <= llc)
 		return AUTO_WALK_SHARE_ONE;
 	share = llc * AUTO_WALK_SHARE_ONE / bytes;
-	return share ? share : 1;	/* as patch 11's until 2026-11-27, at least 1 */
+	return share ? share : 1;	/* as patch 11's until 2026-11-26 19:45, at least 1 */
 }
 
 void auto_reset(void)

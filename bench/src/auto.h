@@ -34,7 +34,7 @@ extern unsigned long auto_probe_late;
  * --auto-walk-share: what the walk hint counts of a piece's read-back: all of it
  * up to half the LLC and none, no read-back, past it (llc, patch 11); all of it
  * at every size (full, patch 11 until 2026-11-26); all of it up to the LLC and
- * LLC / range of it past it (fraction, until 2026-11-27)
+ * LLC / range of it past it (fraction, until 2026-11-26 19:45)
  */
 enum { AUTO_WALK_FULL, AUTO_WALK_LLC, AUTO_WALK_FRACTION };
 extern int auto_walk_rule;

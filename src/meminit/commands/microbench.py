@@ -87,7 +87,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "piece's read-back: llc, all of it while the range fits in half the LLC and "
                         "none past that, as a walk after the whole range then misses in both modes "
                         "(patch 11); full, all of it (patch 11 until 2026-11-26); fraction, LLC / "
-                        "range of it past the LLC (until 2026-11-27) (default llc)")
+                        "range of it past the LLC (until 2026-11-26 19:45) (default llc)")
     p.add_argument("--nice", type=options.integer(-20, 19, note="0: unchanged"), default=d.nice,
                    help="niceness for the benchmark's own session/autogroup (e.g. -10 on a busy "
                         "shared machine; negative values need root)")
