@@ -27,8 +27,6 @@ from meminit.core import paths
 
 SHARED_MEASUREMENTS = paths.REPO.parent / "shared" / "measurements"
 RESULTS_DIR = paths.BENCH_DIR / "results"
-RECORD_BYTES = bench_stats.RECORD_BYTES
-KERNEL_MT_MIN_RECORDS = bench_stats.KERNEL_MT_MIN_RECORDS
 # the cache states of the kernel's callers (bench/README.md): an altmap memmap (cold), a DRAM
 # memmap nobody walks (warm) and one its owner walks after the init (walked); `readback`, each
 # chunk read back right after its init, stands for no caller and is not judged
@@ -79,7 +77,7 @@ def streams(policy: Policy, probe_tmpl_ns: float, probe_stream_ns: float) -> boo
 
 def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, order: int) -> dict:
     """One configuration: the verdict, the predicted per-repetition rates and the bar."""
-    records = tmpl["size"] // RECORD_BYTES
+    records = tmpl["size"] // bench_stats.RECORD_BYTES
     if auto and auto.get("probe_stream_ns"):
         s = streams(policy, auto["probe_tmpl_ns"], auto["probe_stream_ns"])
         ratio = auto["probe_tmpl_ns"] / auto["probe_stream_ns"]

@@ -222,7 +222,7 @@ def replay(policy: auto_replay.Policy, more_runs: list[Path], check: bool = Fals
     print(f"the learning auto replayed ({policy}) over {len(runs)} recorded runs: x best, x template "
           f"= median of per-repetition ratios (medians where a run kept none); bar "
           f"{bench_stats.AUTO_BAR}; thr 2*: the kernel keeps a range that writes fewer than "
-          f"{auto_replay.KERNEL_MT_MIN_RECORDS} struct pages on one thread unless "
+          f"{bench_stats.KERNEL_MT_MIN_RECORDS} struct pages on one thread unless "
           f"memmap_init_threads forces more; destination states judged: "
           f"{', '.join(auto_replay.JUDGED_DESTS)} (readback, each chunk read back during the "
           f"init, stands for no caller)\n")
