@@ -11,17 +11,19 @@ from meminit.core import kernels
 from meminit.kernel import source
 
 
-# The guests of the harness's long commands, each 5-15 minutes under TCG on top of the
-# test kernel's own boots: the soak, the mm selftests, measure's and package's guests.
-# `meminit test --long` runs them (before a submission); CI and the plain test command
-# skip them, saying so, to keep a cold CI of both kernels within its budget.
-LONG_FIXTURES = frozenset({"short_soak", "fast_selftests", "guest_measure", "packaged"})
+# The guests beyond the test kernel's first boot, 3-15 minutes each under TCG: the boot
+# under the kernel's other preemption model, the soak, the mm selftests, measure's and
+# package's guests. `meminit test --long` runs them (before a submission); CI and the
+# plain test command skip them, saying so, to keep a cold CI of both kernels, with their
+# KUnit targets, within its budget.
+LONG_FIXTURES = frozenset({"preempt_other_boot", "short_soak", "fast_selftests", "guest_measure", "packaged"})
 LONG_OPTION = "--long"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(LONG_OPTION, action="store_true",
-                     help="also run the long guest tests (soak, selftests, measure, package)")
+                     help="also run the long guest tests (the other preemption model, soak, selftests, "
+                          "measure, package)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

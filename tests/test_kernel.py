@@ -10,11 +10,12 @@ an fsdax map=dev namespace rebinds with timed, identical memmap initialisation i
 mode, large enough (above the series' 1 GiB threshold) to be initialised by two threads.
 The guest has two NUMA nodes, and the pmem sits on the one without CPUs
 (vm.numa_pmem_layout), so the threaded init takes its helpers from another node.
-A second boot of the same kernel with preempt=none (6.12; 7.3 has no none model on x86,
-so preempt=lazy there) runs the KUnit suites once more, and a third runs a short soak
+With --long, a second boot of the same kernel with preempt=none (6.12; 7.3 has no none
+model on x86, so preempt=lazy there) runs the KUnit suites and a rebind once more (CI's
+arm64 KUnit target of 6.12 runs the suites under PREEMPT_NONE), a third a short soak
 (soak.py) of every scenario, and a fourth the fast subset of the kernel's own mm
 selftests (selftests.py). The kernel is 6.12's unless `meminit test --linux 7.3` names
-7.3 ($MEMINIT_LINUX); the soak and the selftests serve 6.12 only until issue 34 ports them.
+7.3 ($MEMINIT_LINUX).
 """
 
 from __future__ import annotations
