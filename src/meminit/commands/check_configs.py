@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from meminit.core import kernels
 from meminit.guest import configs
 from meminit.kernel import compile_checks
 from meminit.commands import options
@@ -22,8 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                             "x86-64 without a virtual memmap (kunit.py); compile the touched "
                             "directories under Debian's config, allnoconfig, allmodconfig, riscv64")
     p.add_argument("targets", nargs="*", metavar="TARGET",
-                   help=f"KUnit: {', '.join(configs.TARGETS)} (group 'kunit', the default); compile "
-                        f"only: {', '.join(compile_checks.COMPILE_TARGETS)} (group 'compile'); 'all' for both")
+                   help=f"KUnit: {', '.join(configs.TARGETS)} (group 'kunit', the default: "
+                        f"{', '.join(configs.groups()['kunit'])}; 7.3: "
+                        f"{', '.join(configs.groups(kernels.MAINLINE)['kunit'])}); compile only: "
+                        f"{', '.join(compile_checks.COMPILE_TARGETS)} (group 'compile'); 'all' for both")
     p.add_argument("-j", "--jobs", type=options.integer(), help="parallel jobs (default: number of CPUs)")
     options.add_linux_option(p)
     p.set_defaults(func=_cmd_check_configs)

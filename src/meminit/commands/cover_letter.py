@@ -115,12 +115,13 @@ def how_tested(linux: Linux = kernels.DEFAULT) -> str:
         "prefix builds in full.",
         f"Every CI run: KUnit ({', '.join(suites)}) booted in QEMU on a debug kernel: DEBUG_VM, "
         "PROVE_LOCKING, PREEMPT full, DEBUG_PAGE_REF, 2 NUMA nodes with the pmem on the node "
-        f"without CPUs, booted again with preempt={linux.other_preempt}; a fast-path case that "
-        "skips there fails the run.",
-        f"Before a submission: KUnit through kunit.py on {targets[True]}."
+        "without CPUs; a fast-path case that skips there fails the run. Before a submission: "
+        f"booted again with preempt={linux.other_preempt}.",
+        f"Every CI run: KUnit through kunit.py on {targets[True]}."
         + (f" By hand: {'; '.join(by_hand)}." if by_hand else ""),
         "Every CI run: struct pages hashed after fsdax map=dev rebinds on two threads in every "
-        "mode (slow, template, streaming, auto) and compared, under both preemption models.",
+        "mode (slow, template, streaming, auto) and compared (before a submission under "
+        f"preempt={linux.other_preempt} too).",
     ]
     if "soak" in linux.long_guests:
         items.append(f"Before a submission: a soak of {soak.SHORT_CYCLES} bind/unbind cycles per device type "

@@ -35,8 +35,8 @@ class Linux:
     suite: str = ""
     # trees and builds under work/ carry this suffix ("" for the LTS, which had them first)
     work_suffix: str = ""
-    # the preemption model the test command boots the debug kernel (full preemption) with
-    # a second time: the one furthest from full the kernel has on x86
+    # the preemption model `test --long` boots the debug kernel (full preemption) with a
+    # second time: the one furthest from full the kernel has on x86
     other_preempt: str = "none"
     # the mailed series' subject prefix: the series for mm is a [PATCH]; a backport to an
     # older kernel can only be a request for comments
