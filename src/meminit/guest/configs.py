@@ -31,6 +31,7 @@ PROGRESS_EVERY_S = 30.0
 # the QEMU kunit.py starts per ARCH (um runs none)
 QEMU_ARCHES = {"arm64": ["aarch64"], "i386": ["i386"], "x86_64": ["x86_64"]}
 KUNIT_CONFIG_DIR = paths.CONFIG_DIR / "kunit"
+ARM64_TRIM = "arm64-trim.kunitconfig"
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,8 @@ class KunitTarget:
     # most the test command's debug kernel cannot; the rest by name or in `all`
     in_kunit_group: bool = False
     linux: Linux = kernels.LTS
+    # kunitconfigs of config/kunit/ laid over kunitconfig, shared by the kernels' targets
+    extra_kunitconfigs: tuple[str, ...] = ()
 
     @property
     def kunitconfig(self) -> Path:
@@ -83,7 +86,8 @@ TARGETS = {
         # room for the 1 GiB folio the folio_zero_user suite clears, and two CPUs
         qemu_args=("-m 3072", "-smp 2"),
         # as the test command boots it: one 1 GiB page for the gigantic folio case
-        kernel_args=("hugepagesz=1G", "hugepages=1"), in_kunit_group=True),
+        kernel_args=("hugepagesz=1G", "hugepages=1"), in_kunit_group=True,
+        extra_kunitconfigs=(ARM64_TRIM,)),
     "i386": KunitTarget(
         name="i386", arch="i386",
         suites=("memcpy_nontemporal", "clear_pages", "folio_zero_user"),
@@ -124,7 +128,7 @@ MAINLINE_TARGETS = {
         packages={"gcc-aarch64-linux-gnu": "/usr/bin/aarch64-linux-gnu-gcc",
                   "qemu-system-arm": "/usr/bin/qemu-system-aarch64"},
         qemu_args=("-m 3072", "-smp 2"), must_say=POINTER_ENCODING, linux=kernels.MAINLINE,
-        in_kunit_group=True),
+        in_kunit_group=True, extra_kunitconfigs=(ARM64_TRIM,)),
     "i386": KunitTarget(
         name="i386", arch="i386", suites=("memcpy_nontemporal",),
         packages={"qemu-system-x86": "/usr/bin/qemu-system-i386"},
@@ -140,6 +144,7 @@ TARGETS_BY_KERNEL = {kernels.LTS.version: TARGETS, kernels.MAINLINE.version: MAI
 def kunit_command(target: KunitTarget, tree: Path, jobs: int) -> list[str]:
     cmd = [sys.executable, str(tree / "tools/testing/kunit/kunit.py"), "run",
            f"--arch={target.arch}", f"--kunitconfig={target.kunitconfig}",
+           *(f"--kunitconfig={KUNIT_CONFIG_DIR / name}" for name in target.extra_kunitconfigs),
            f"--build_dir={target.build_dir}", f"--jobs={jobs}", "--timeout=3600",
            f"--make_options=CC=ccache {target.cross_compile}gcc", "--raw_output=all"]
     if target.cross_compile:
