@@ -133,3 +133,64 @@ def test_replay_judges_the_callers_states_not_the_per_chunk_read_back():
         samples += [{**s, "dest": dest} for s in _samples("template", [10] * 7) + _samples("movntdq", [12] * 7)]
     cells = auto_replay.replay_rows(POLICY, bench_stats.summarize(samples))
     assert [c["dest"] for c in cells] == ["cold", "walked"]
+
+
+def test_late_rounds_stream_past_twice_the_llc_unless_template_is_a_quarter_faster():
+    # 1 GiB of struct pages in 2 MiB chunks; under a 32 MiB LLC chunk 32 is the first late one
+    assert auto_replay.late_chunk(POLICY, 0, 32 << 20) == 32
+    assert auto_replay.late_chunk(POLICY, 0, None) is None
+    assert auto_replay.late_chunk(auto_replay.Policy(late_llcs=0), 0, 32 << 20) is None
+    # probes that put template 20 % ahead: early rounds keep template, late ones stream
+    assert not auto_replay.streams(POLICY, 1000, 1200)
+    assert auto_replay.streams(POLICY, 1000, 1200, late=True)
+    assert not auto_replay.streams(POLICY, 1000, 1334, late=True)
+    # chunks 0-31 template, 32-511 streaming, but for the rounds' pieces in the other mode
+    records = 1 << 24
+    tmpl, stream = auto_replay.split(POLICY, records, 0, (False, True), late=32)
+    assert tmpl + stream == records
+    rounds_before, rounds_after = 5, 4  # chunks 0, 2, 4, 8, 16 and 32, 64, 128, 256
+    assert tmpl == 31 * 32768 + 32768 - rounds_before * 2 * 256 + rounds_after * 2 * 512
+    # the whole range streams 7 % faster: with the late rounds auto meets the bar, without not
+    size = records * 64
+    t = {**_row("template", [20.0] * 7), "size": size}
+    s = {**_row("movntdq", [21.4] * 7), "size": size}
+    probes = _row("auto", [20] * 7, probe_tmpl_ns=1000, probe_stream_ns=1200)
+    cell = auto_replay.replay_cell(POLICY, t, s, probes, 0, 32 << 20)
+    assert cell["mode"] == "template, late streaming" and cell["verdict"] == "ok"
+    cell = auto_replay.replay_cell(POLICY, t, s, probes, 0, None)
+    assert cell["mode"] == "template" and cell["verdict"] == "MISS"
+
+
+def test_recorded_runs_carry_their_llc(tmp_path):
+    samples = _samples("template", [20] * 7) + _samples("movntdq", [10] * 7)
+    run = tmp_path / "run"
+    run.mkdir()
+    caches = [{"level": "2", "type": "Unified", "size": "1024K"},
+              {"level": "3", "type": "Unified", "size": "32768K"},
+              {"level": "1", "type": "Instruction", "size": "32K"}]
+    (run / "result.json").write_text(json.dumps({"samples": samples,
+                                                 "machine": {"cpu_model": "Test CPU", "caches": caches}}))
+    assert auto_replay.load_run(run).llc_bytes == 32 << 20
+    (run / "result.json").write_text(json.dumps({"samples": samples, "bench_info": {"llc_bytes": "8388608"},
+                                                 "machine": {"cpu_model": "Test CPU"}}))
+    assert auto_replay.load_run(run).llc_bytes == 8 << 20
+    (run / "result.json").write_text(json.dumps({"samples": samples, "machine": {"cpu_model": "Test CPU"}}))
+    assert auto_replay.load_run(run).llc_bytes is None
+
+
+def test_adding_another_run_of_a_cpu_keeps_the_one_recorded(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench_results, "RESULTS_DIR", tmp_path / "results")
+    samples = _samples("template", [20] * 7) + _samples("movntdq", [10] * 7)
+    for day in ("24", "27"):
+        run = tmp_path / f"run-{day}"
+        run.mkdir()
+        (run / "result.json").write_text(json.dumps({
+            "samples": samples, "date": f"2026-11-{day}T05:10:04Z", "loadavg_start": "0",
+            "loadavg_end": "0", "options": {"reps": 7},
+            "machine": {"cpu_model": "Test CPU", "cpu_family": "25", "cpu_model_number": "17"}}))
+        bench_results.add_run(run)
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == [
+        "test-cpu-f25m17-2026-11-27.json", "test-cpu-f25m17.json"]
+    # the same run again replaces its own summary
+    bench_results.add_run(tmp_path / "run-24")
+    assert len(list((tmp_path / "results").iterdir())) == 2

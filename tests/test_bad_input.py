@@ -29,6 +29,9 @@ MAY_BE_ZERO = {
     ("selftests", "--hugetlb-pages"): "0 = no huge pages reserved before the programs",
     ("bench-results", "--lead"): "0 = no untimed template lead-in before a round's pieces (the "
                                  "replay's schedule and bench/'s --auto-lead take it)",
+    ("bench-results", "--late-llcs"): "0 = no late rounds: the 1/32 margin everywhere (before "
+                                      "2026-11-27), as bench/'s --auto-late-llcs 0",
+    ("microbench", "--auto-late-llcs"): "0 = no late rounds, as the bench's --auto-late-llcs 0",
     ("bench-results", "--family"): "a CPU family number as /proc/cpuinfo gives it",
     ("bench-results", "--model"): "a CPU model number as /proc/cpuinfo gives it: model 0 exists",
     ("maple-bench", "--gap-pages"): "0 = contiguous ranges, the default (--help)",

@@ -323,11 +323,12 @@ def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
     ("chunk-align", "split=chunked/"),      # chunks not rounded to whole compound pages
     ("auto-round", "fill auto "),           # the learning auto skips a piece after its round
     ("auto-stream", "fill auto "),          # auto streams whatever its rounds found
-    ("auto-template", "clock=(flipping|streaming-decisive) "),  # copies whatever its rounds found
+    ("auto-template", "clock=(flipping|streaming-decisive|late-tie) "),  # copies whatever its rounds found
     ("auto-no-walk", " walk="),             # auto ignores the hint that the memmap is walked next
     ("auto-walk-share", "auto walk share"),  # the candidate hint counts all of every read-back
     ("auto-no-early", "-decisive "),        # a decisive first pair does not end the round
     ("auto-lead-unchecked", "clock=disturbed-template "),  # one slow template piece streams
+    ("auto-late-ignored", "clock=late-tie "),  # past twice the LLC a tie still keeps template
 ])
 def test_verify_catches_injected_bugs(bench_binary: Path, bug: str, where: str):
     proc = subprocess.run([str(bench_binary), "verify", "--size", "1M", "--bug", bug],
@@ -461,3 +462,8 @@ def test_auto_walk_share_reaches_the_bench():
                            auto_walk_share="llc")
     assert cmd[cmd.index("--auto-walk-share") + 1] == "llc"
     assert "walked" in cmd[cmd.index("--dests") + 1].split(",")
+    # the late rounds as patch 11 by default; 0 turns them off
+    assert cmd[cmd.index("--auto-late-llcs") + 1] == "2"
+    off = mb.bench_command(mb.option_values(mb.MicrobenchRequest(auto_sweep=True)), [], "4K", "fsdax",
+                           auto_late_llcs=0)
+    assert off[off.index("--auto-late-llcs") + 1] == "0"

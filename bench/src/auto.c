@@ -57,6 +57,8 @@ static struct auto_stats stats;
 unsigned long auto_probe_min = AUTO_PROBE_RECORDS;
 unsigned long auto_probe_lead = AUTO_PROBE_RECORDS;
 unsigned long auto_probe_late;	/* 0: as auto_probe_min */
+unsigned long auto_late_llcs = AUTO_LATE_LLCS;
+size_t auto_llc_override;
 int auto_walk_rule = AUTO_WALK_LLC;	/* --auto-walk-share */
 /* the round of the highest chunk so far: chunk << 1 | streaming won; -1 none */
 static _Atomic long verdict = -1;
@@ -98,12 +100,22 @@ unsigned long auto_round_records(unsigned int order, unsigned long chunk)
 	return AUTO_PIECES / 2 * auto_lead_records(order) + AUTO_PIECES * auto_probe_records(order, chunk);
 }
 
-int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2])
+int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2], int late)
 {
 	uint64_t t = tmpl_ns[0] < tmpl_ns[1] ? tmpl_ns[0] : tmpl_ns[1];
 	uint64_t s = stream_ns[0] < stream_ns[1] ? stream_ns[0] : stream_ns[1];
 
+	/* BUG_AUTO_LATE_IGNORED: past the LLC as before it */
+	if (late && bug != BUG_AUTO_LATE_IGNORED)
+		return t * AUTO_LATE_MARGIN_DEN >= s * (AUTO_LATE_MARGIN_DEN - 1);
 	return s * AUTO_MARGIN_DEN < t * (AUTO_MARGIN_DEN - 1);
+}
+
+unsigned long auto_late_chunk(size_t chunk_bytes, size_t llc)
+{
+	if (!llc || !auto_late_llcs || !chunk_bytes)
+		return AUTO_NO_LATE_CHUNK;
+	return (auto_late_llcs * llc + chunk_bytes - 1) / chunk_bytes;
 }
 
 int auto_round_decided(uint64_t lead_ns, uint64_t tmpl_ns, uint64_t stream_ns)
@@ -235,7 +247,7 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 			}
 		}
 		__atomic_fetch_add(&stats.pieces, pieces, __ATOMIC_RELAXED);
-		s = auto_round_streams(ns[0], ns[1]);
+		s = auto_round_streams(ns[0], ns[1], idx >= fn->late_chunk);
 		if (j.bug == BUG_AUTO_STREAM || j.bug == BUG_AUTO_TEMPLATE)
 			s = j.bug == BUG_AUTO_STREAM;
 		__atomic_fetch_add(&stats.probe_tmpl_ns, ns[0][0] < ns[0][1] ? ns[0][0] : ns[0][1],

@@ -10,6 +10,11 @@
 #define AUTO_PIECES 4		/* per round: template, streaming, template, streaming */
 #define AUTO_MARGIN_DEN 32	/* streaming must be more than 1/32 faster */
 #define AUTO_DECISIVE 2		/* a first pair this far apart ends the round */
+/* rounds of chunks that start AUTO_LATE_LLCS x the LLC into the range keep
+ * template only if its piece is more than 1/AUTO_LATE_MARGIN_DEN faster */
+#define AUTO_LATE_LLCS 2
+#define AUTO_LATE_MARGIN_DEN 4
+#define AUTO_NO_LATE_CHUNK (~0UL)
 
 struct auto_fns {
 	void (*tmpl)(const struct fill_job *);
@@ -20,6 +25,8 @@ struct auto_fns {
 	unsigned long (*walk)(const struct fill_job *);
 	/* of each piece's read-back time, the share the walk pays: /AUTO_WALK_SHARE_ONE */
 	unsigned long walk_share;
+	/* the first chunk whose rounds use the late margin (auto_late_chunk()) */
+	unsigned long late_chunk;
 };
 #define AUTO_WALK_SHARE_ONE 1024
 
@@ -30,6 +37,10 @@ extern unsigned long auto_probe_min;
 extern unsigned long auto_probe_lead;
 /* --auto-probe-late: struct pages per piece in the rounds of chunk 2 on (0: as the first) */
 extern unsigned long auto_probe_late;
+/* --auto-late-llcs: AUTO_LATE_LLCS, 0 for no late margin (as patch 11 before 2026-11-27) */
+extern unsigned long auto_late_llcs;
+/* for verify: the LLC size auto assumes instead of the CPU's (0: the CPU's) */
+extern size_t auto_llc_override;
 /*
  * --auto-walk-share: what the walk hint counts of a piece's read-back: all of it
  * up to half the LLC and none, no read-back, past it (llc, patch 11); all of it
@@ -59,7 +70,11 @@ int auto_probe_chunk(unsigned long chunk, int learned);
 unsigned long auto_probe_records(unsigned int order, unsigned long chunk);
 /* records a full probe round writes: two lead-ins and the four pieces */
 unsigned long auto_round_records(unsigned int order, unsigned long chunk);
-int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2]);
+/* the round's verdict; late: its chunk is at or past the late chunk */
+int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2], int late);
+/* the first chunk of chunk_bytes of memmap whose rounds are late under an
+ * LLC of llc bytes (0: unknown), or AUTO_NO_LATE_CHUNK */
+unsigned long auto_late_chunk(size_t chunk_bytes, size_t llc);
 /* whether the round's first pair of pieces decides it: one mode took
  * AUTO_DECISIVE times the other's time, and for streaming to win that way
  * the timed lead-in (lead_ns, per piece) too */

@@ -101,6 +101,7 @@ int parse_opts(int argc, char **argv, struct opts *o)
 		{ "auto-dram-min", 1, 0, 'D' }, { "clear-fault", 1, 0, 'q' },
 		{ "auto-probe", 1, 0, 'P' }, { "auto-lead", 1, 0, 'L' },
 		{ "auto-probe-late", 1, 0, 'T' }, { "auto-walk-share", 1, 0, 'W' },
+		{ "auto-late-llcs", 1, 0, 'Y' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -128,6 +129,7 @@ int parse_opts(int argc, char **argv, struct opts *o)
 		case 'D': o->auto_dram_min = parse_size(optarg); break;
 		case 'L': auto_probe_lead = strtoul(optarg, NULL, 0); break;
 		case 'T': auto_probe_late = strtoul(optarg, NULL, 0); break;
+		case 'Y': auto_late_llcs = strtoul(optarg, NULL, 0); break;
 		case 'W':
 			if (!strcmp(optarg, "full"))
 				auto_walk_rule = AUTO_WALK_FULL;
@@ -168,6 +170,7 @@ int parse_opts(int argc, char **argv, struct opts *o)
 			else if (!strcmp(optarg, "auto-no-early")) bug = BUG_AUTO_NO_EARLY;
 			else if (!strcmp(optarg, "auto-walk-share")) bug = BUG_AUTO_WALK_SHARE;
 			else if (!strcmp(optarg, "auto-lead-unchecked")) bug = BUG_AUTO_LEAD_UNCHECKED;
+			else if (!strcmp(optarg, "auto-late-ignored")) bug = BUG_AUTO_LATE_IGNORED;
 			else die("unknown bug '%s'", optarg);
 			break;
 		default:

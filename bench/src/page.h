@@ -145,6 +145,7 @@ struct fill_job {
 #define BUG_AUTO_NO_EARLY 9	/* learning auto: a decisive first pair does not end the round */
 #define BUG_AUTO_WALK_SHARE 10	/* learning auto: the walk hint counts all of every read-back */
 #define BUG_AUTO_LEAD_UNCHECKED 11	/* learning auto: one slow template piece ends a round with streaming */
+#define BUG_AUTO_LATE_IGNORED 12	/* learning auto: rounds past twice the LLC keep the 1/32 margin */
 
 /* kslow.c: the kernel's slow path, compiled like the kernel */
 void slow_memmap_init_zone_device(const struct fill_job *j);

@@ -6,10 +6,12 @@ streaming, the replay takes the probe schedule of the policy (bench/src/auto.c, 
 round at chunk 0 and every power-of-two chunk with room for it, chunk 1 only where a second
 thread takes it before chunk 0's round has decided; each round two pairs of an untimed template
 lead-in, a timed template piece and a timed streaming piece, the second pair skipped when the
-first found one mode twice as fast as the other) and its verdict, and predicts
-auto's rate repetition by repetition: the verdict's mode over the whole range except the
-records the rounds wrote in the other mode.  The verdict comes from what the probes measured
-where the sweep recorded it (probe T/S, margin 1/32, as the kernel decides); in a run made
+first found one mode twice as fast as the other) and its verdicts, and predicts
+auto's rate repetition by repetition: each chunk in the mode of the last round before it, the
+rounds' pieces in theirs.  The verdicts come from what the probes measured where the sweep
+recorded it (probe T/S, as the kernel decides: streaming must be faster by 1/32, and in the
+rounds of chunks twice the run's LLC into the range template must be faster by a quarter to
+keep them; no such rounds where the run did not record its LLC); in a run made
 before probes were recorded it is the mode that was faster over the whole range, i.e. the
 replay then judges the schedule's cost assuming the probes see what the range costs ("assumed"),
 which the live sweep on this machine checks (`probe T/S` against `range T/S`).
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from meminit.bench import bench_stats, benchbin
-from meminit.core import paths
+from meminit.core import paths, units
 
 SHARED_MEASUREMENTS = paths.REPO.parent / "shared" / "measurements"
 RESULTS_DIR = paths.BENCH_DIR / "results"
@@ -42,6 +44,10 @@ class Policy:
     margin_den: int = 32  # streaming must be faster by more than 1/32
     decisive: float = 2.0  # a round stops after its first pair if one mode is this much faster
     chunk_pages: int = 32768  # the kernel's chunk: 128 MiB of device memory
+    # rounds of chunks that start late_llcs x the LLC into the range (0: none) keep template only
+    # if its piece is faster by more than 1/late_margin_den
+    late_llcs: int = 2
+    late_margin_den: int = 4
 
 
 def _round_up(n: int, unit: int) -> int:
@@ -70,26 +76,71 @@ def schedule(policy: Policy, records: int, order: int, early: bool = False,
     return tmpl, stream
 
 
-def streams(policy: Policy, probe_tmpl_ns: float, probe_stream_ns: float) -> bool:
-    """The kernel's verdict: streaming's faster piece beats template's by more than 1/margin."""
+def streams(policy: Policy, probe_tmpl_ns: float, probe_stream_ns: float, late: bool = False) -> bool:
+    """The kernel's verdict: streaming's faster piece beats template's by more than 1/margin;
+    late (past late_llcs x the LLC): template's does not beat streaming's by 1/late_margin_den."""
+    if late:
+        return probe_tmpl_ns * policy.late_margin_den >= probe_stream_ns * (policy.late_margin_den - 1)
     return probe_stream_ns * policy.margin_den < probe_tmpl_ns * (policy.margin_den - 1)
 
 
-def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, order: int) -> dict:
-    """One configuration: the verdict, the predicted per-repetition rates and the bar."""
+def late_chunk(policy: Policy, order: int, llc_bytes: int | None) -> int | None:
+    """The first chunk whose rounds are late: the one that starts late_llcs x the LLC into the
+    range (chunk index x chunk bytes of struct pages, as the kernel counts); None without one."""
+    if not llc_bytes or not policy.late_llcs:
+        return None
+    chunk_bytes = _round_up(policy.chunk_pages, max(1 << order, 512)) * bench_stats.RECORD_BYTES
+    return -(-policy.late_llcs * llc_bytes // chunk_bytes)
+
+
+def split(policy: Policy, records: int, order: int, verdicts: tuple[bool, bool], early: bool = False,
+          threads: int = 1, late: int | None = None) -> tuple[int, int]:
+    """(template records, streaming records) of the whole range: every round as schedule()
+    counts it, the rest of its chunk in its verdict (verdicts: before the late chunk, from it
+    on), every other chunk in the verdict of the last round before it, template before any."""
+    unit = 1 << order
+    chunk = _round_up(policy.chunk_pages, max(unit, 512))
+    probe, lead = _round_up(policy.probe, unit), _round_up(policy.lead, unit)
+    pairs = 1 if early else policy.pieces // 2
+    tmpl = stream = 0
+    mode = False
+    for idx in range(-(-records // chunk)):
+        size = min(chunk, records - idx * chunk)
+        if not (idx & (idx - 1) or (idx == 1 and threads == 1)) and size >= lead + policy.pieces * probe:
+            mode = verdicts[late is not None and idx >= late]
+            tmpl += pairs * (lead + probe)
+            stream += pairs * probe
+            size -= pairs * (lead + 2 * probe)
+        if mode:
+            stream += size
+        else:
+            tmpl += size
+    return tmpl, stream
+
+
+def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, order: int,
+                llc_bytes: int | None = None) -> dict:
+    """One configuration: the verdicts, the predicted per-repetition rates and the bar."""
     records = tmpl["size"] // bench_stats.RECORD_BYTES
     if auto and auto.get("probe_stream_ns"):
-        s = streams(policy, auto["probe_tmpl_ns"], auto["probe_stream_ns"])
-        ratio = auto["probe_tmpl_ns"] / auto["probe_stream_ns"]
+        t_ns, s_ns = auto["probe_tmpl_ns"], auto["probe_stream_ns"]
         source = "probes"
     else:
-        s = stream["median"] > tmpl["median"]
-        ratio = stream["median"] / tmpl["median"]
+        # the probes assumed to time what the whole range costs
+        t_ns, s_ns = 1 / tmpl["median"], 1 / stream["median"]
         source = "assumed"
+    ratio = t_ns / s_ns
+    verdicts = (streams(policy, t_ns, s_ns), streams(policy, t_ns, s_ns, late=True))
+    late = late_chunk(policy, order, llc_bytes)
     # the round stops after its first pair when one mode is decisively faster
     early = policy.decisive > 0 and max(ratio, 1 / ratio) >= policy.decisive
-    in_tmpl, in_stream = schedule(policy, records, order, early, tmpl["threads"])
-    other = min(records, in_tmpl if s else in_stream) / records
+    in_tmpl, in_stream = split(policy, records, order, verdicts, early, tmpl["threads"], late)
+    s = in_stream > in_tmpl
+    # where the late rounds turn the verdict, the mode of most of the range after the other's
+    past_late = late is not None and -(-records // _round_up(policy.chunk_pages, max(1 << order, 512))) > late
+    mode = ("streaming" if s else "template") if verdicts[0] == verdicts[1] or not past_late \
+        else ("template, late streaming" if verdicts[1] else "streaming, late template")
+    other = (in_tmpl if s else in_stream) / records
     rt, rs = bench_stats.rates_by_rep(tmpl), bench_stats.rates_by_rep(stream)
     keys = [None] if None in rt or None in rs else sorted(rt.keys() & rs.keys())
     if keys == [None]:
@@ -105,7 +156,7 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
     pairs_t.sort()
     verdict, verdict_t = bench_stats.bar_verdict(pairs), bench_stats.bar_verdict(pairs_t)
     return {"size": tmpl["size"], "layout": tmpl["layout"], "dest": tmpl["dest"], "threads": tmpl["threads"],
-            "split": tmpl.get("split", "even"), "mode": "streaming" if s else "template", "source": source,
+            "split": tmpl.get("split", "even"), "mode": mode, "source": source,
             "forced": bench_stats.forced_split(tmpl["size"], tmpl["threads"]),
             "other_share": other, "range_t_over_s": stream["median"] / tmpl["median"],
             "ratio_best": statistics.median(pairs) if pairs else 0.0,
@@ -113,7 +164,7 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
             "verdict": "MISS" if "MISS" in (verdict, verdict_t) else verdict}
 
 
-def replay_rows(policy: Policy, rows: list[dict]) -> list[dict]:
+def replay_rows(policy: Policy, rows: list[dict], llc_bytes: int | None = None) -> list[dict]:
     """Every configuration of a run's summary rows that has template and streaming (main section,
     the chunked split where a case ran in both) in a destination state of the kernel's callers."""
     idx: dict = {}
@@ -131,7 +182,7 @@ def replay_rows(policy: Policy, rows: list[dict]) -> list[dict]:
         s = idx.get((bench_stats.STREAMING, layout, dest, size, threads))
         if s:
             out.append(replay_cell(policy, t, s, idx.get(("auto", layout, dest, size, threads)),
-                                   0 if layout == "o0" else 9))
+                                   0 if layout == "o0" else 9, llc_bytes))
     out.sort(key=lambda c: (c["layout"], bench_stats.dest_rank(c["dest"]), c["size"], c["threads"]))
     return out
 
@@ -141,6 +192,22 @@ class RecordedRun:
     name: str
     cpu: str
     rows: list[dict]
+    llc_bytes: int | None = None  # None: the run did not record it
+
+
+def _llc_from_caches(caches: list[dict]) -> int | None:
+    """The last level's size from a machine's cache list (sysfs sizes such as '32768K')."""
+    levels = [c for c in caches if c.get("type") != "Instruction"]
+    if not levels:
+        return None
+    top = max(levels, key=lambda c: int(c["level"]))
+    return units.parse_size(top["size"])
+
+
+def _llc_from_info(info: dict) -> int | None:
+    """The LLC size the bench printed ('info llc_bytes=...'), if it did."""
+    value = info.get("llc_bytes")
+    return int(value) or None if value is not None else None
 
 
 def _cpu(machine: dict) -> str:
@@ -162,12 +229,15 @@ def load_run(path: Path) -> RecordedRun | None:
         table = path.with_name("table.txt")
         head = table.read_text().splitlines()[0] if table.exists() else ""
         cpu = head.split("  ")[2] if head.count("  ") >= 2 else "?"
-        return RecordedRun(str(path.parent), cpu, bench_stats.summarize(out.samples))
+        return RecordedRun(str(path.parent), cpu, bench_stats.summarize(out.samples),
+                           _llc_from_info(out.info))
     data = json.loads(path.read_text())
     if "samples" in data:
-        return RecordedRun(str(path.parent), _cpu(data["machine"]), bench_stats.summarize(data["samples"]))
+        llc = _llc_from_info(data.get("bench_info", {})) or _llc_from_caches(data["machine"].get("caches", []))
+        return RecordedRun(str(path.parent), _cpu(data["machine"]), bench_stats.summarize(data["samples"]), llc)
     if "rows" in data:
-        return RecordedRun(str(path), _cpu(data), [{"kind": "fill", **r} for r in data["rows"]])
+        return RecordedRun(str(path), _cpu(data), [{"kind": "fill", **r} for r in data["rows"]],
+                           _llc_from_caches(data.get("caches", [])))
     return None
 
 

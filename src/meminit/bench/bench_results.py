@@ -190,7 +190,7 @@ def replay_report(runs: list[auto_replay.RecordedRun], policy: auto_replay.Polic
     every judged cell met the bar."""
     out, every = [], True
     for run in runs:
-        cells = auto_replay.replay_rows(policy, run.rows)
+        cells = auto_replay.replay_rows(policy, run.rows, run.llc_bytes)
         if not cells:
             out.append(f"{run.name} ({run.cpu}): no configuration with template and {bench_stats.STREAMING}\n")
             continue
@@ -247,7 +247,11 @@ def add_run(path: Path, source: str | None = None, cpu_model: str | None = None,
             raise MeminitError("a run without result.json needs --cpu-model and --date")
         summary = from_table_text(table_file.read_text(), cpu_model, family, model,
                                   date, source or str(table_file), note or "")
-    saved = save(summary)
+    existing = RESULTS_DIR / f"{summary['slug']}.json"
+    if existing.exists() and json.loads(existing.read_text()).get("source") != summary["source"]:
+        # another run of this CPU model: keep both, as the replay judges every recorded run
+        summary["slug"] += f"-{str(summary.get('date') or 'undated')[:10]}"
+    saved = save(summary, RESULTS_DIR)
     print(f"meminit: {saved}: {len(summary['rows'])} cases of {summary['cpu_model']}")
     return saved
 

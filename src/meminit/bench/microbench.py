@@ -99,6 +99,8 @@ class MicrobenchRequest:
     auto_dram_min: str | None = None
     # the learning auto's walk hint: "llc" (half the LLC, patch 11), "full" or "fraction" (before)
     auto_walk_share: str = "llc"
+    # rounds this many LLCs into a range use the late margin (bench/src/auto.h AUTO_LATE_LLCS)
+    auto_late_llcs: int = 2
     nice: int = 0
     out: Path | None = None  # None: results/microbench-<UTC stamp>
     verify: bool = False
@@ -114,7 +116,8 @@ def option_values(req: MicrobenchRequest) -> dict:
 
 def bench_command(opts: dict, fault_kinds: list[str], movsb_block: str, pgmap_type: str,
                   auto_min: tuple[str | None, str | None] = (None, None),
-                  clear_fault: str = "middle", auto_walk_share: str = "llc") -> list[str]:
+                  clear_fault: str = "middle", auto_walk_share: str = "llc",
+                  auto_late_llcs: int = 2) -> list[str]:
     cmd = [str(BINARY), "run", "--sizes", opts["sizes"], "--reps", str(opts["reps"]),
            "--threads", opts["threads"], "--layouts", opts["layouts"], "--dests", opts["dests"],
            "--fill", opts["fill"] or "none", "--clear", opts["clear"] or "none",
@@ -122,7 +125,8 @@ def bench_command(opts: dict, fault_kinds: list[str], movsb_block: str, pgmap_ty
            "--fault-size", opts["fault_size"], "--min-bytes", opts["min_bytes"],
            "--movsb-block", movsb_block, "--pgmap-type", pgmap_type,
            "--split", opts.get("split") or "even", "--chunk", opts.get("chunk") or "128M",
-           "--clear-fault", clear_fault, "--auto-walk-share", auto_walk_share]
+           "--clear-fault", clear_fault, "--auto-walk-share", auto_walk_share,
+           "--auto-late-llcs", str(auto_late_llcs)]
     for flag, value in zip(("--auto-altmap-min", "--auto-dram-min"), auto_min):
         if value:
             cmd += [flag, value]
@@ -184,7 +188,7 @@ def run(req: MicrobenchRequest) -> int:
     with HugetlbReservation(plan) as resv:
         run_kinds = [k for k in fault_kinds if k not in resv.skipped]
         cmds = [("", bench_command(opts, run_kinds, req.movsb_block, req.pgmap_type, auto_min,
-                                   req.clear_fault, req.auto_walk_share))]
+                                   req.clear_fault, req.auto_walk_share, req.auto_late_llcs))]
         scale = scaling_command(opts, req.movsb_block, req.pgmap_type, auto_min)
         if scale:
             cmds.append(("scaling", scale))
@@ -226,7 +230,7 @@ def run(req: MicrobenchRequest) -> int:
         "options": {**opts, "nice": req.nice, "movsb_block": req.movsb_block,
                     "pgmap_type": req.pgmap_type, "quick": req.quick,
                     "auto_altmap_min": req.auto_altmap_min, "auto_dram_min": req.auto_dram_min,
-                    "auto_walk_share": req.auto_walk_share,
+                    "auto_walk_share": req.auto_walk_share, "auto_late_llcs": req.auto_late_llcs,
                     "commands": [c for _n, c, _l in sections]},
         "bench_info": out.info,
         "limit": limit,

@@ -11,12 +11,13 @@ from meminit.commands import options
 
 def _cmd_bench_results(args: argparse.Namespace) -> int:
     if args.action == "replay":
-        return bench_results.replay(auto_replay.Policy(probe=args.probe, lead=args.lead),
-                                    [Path(r) for r in ([args.run] if args.run else [])], args.check)
+        return bench_results.replay(auto_replay.Policy(probe=args.probe, lead=args.lead,
+                                                       late_llcs=args.late_llcs),
+                                    [Path(r) for r in args.run], args.check)
     if args.action == "add":
-        if args.run is None:
-            args.usage_error("add needs RUN: a microbench run directory, or a table.txt")
-        bench_results.add_run(Path(args.run), args.source, args.cpu_model, args.family, args.model, args.date,
+        if len(args.run) != 1:
+            args.usage_error("add needs RUN (one): a microbench run directory, or a table.txt")
+        bench_results.add_run(Path(args.run[0]), args.source, args.cpu_model, args.family, args.model, args.date,
                               args.note)
         return 0
     return bench_results.show_table(args.check, args.write)
@@ -27,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("action", choices=("add", "table", "replay"),
                    help="add: summarise a microbench run into bench/results/; table: the table across CPUs; "
                    "replay: the learning auto over every recorded sweep (bench/results/, ../shared/measurements/)")
-    p.add_argument("run", nargs="?", help="add: a microbench run directory, or a table.txt; replay: one more run")
+    p.add_argument("run", nargs="*", help="add: a microbench run directory, or a table.txt; replay: more "
+                   "runs (name them before the options)")
     p.add_argument("--source", help="add: where the run came from (default: its path)")
     p.add_argument("--cpu-model", help="add, for a table.txt: the CPU model string")
     cpu_number = options.as_text(options.integer(0))  # as /proc/cpuinfo and result.json have them
@@ -42,5 +44,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lead", type=options.integer(0, note="0: none"), default=auto_replay.Policy.lead,
                    help="replay: untimed template struct pages before a round's pieces (default %(default)s; "
                         "0: none)")
+    p.add_argument("--late-llcs", type=options.integer(0, 64, note="0: none"),
+                   default=auto_replay.Policy.late_llcs,
+                   help="replay: rounds this many LLCs into a range keep template only if its probe is a "
+                        "quarter faster (default %(default)s, as patch 11; 0: the 1/32 margin everywhere, "
+                        "before 2026-11-27)")
     p.add_argument("--write", action="store_true", help="table: write the table into bench/RESULTS.md")
     p.set_defaults(func=_cmd_bench_results, usage_error=p.error)

@@ -22,7 +22,7 @@ def request_from(args: argparse.Namespace) -> microbench.MicrobenchRequest:
         quick=args.quick, auto_sweep=args.auto_sweep, profile={name: getattr(args, name) for name in microbench.PROFILES},
         movsb_block=args.movsb_block, pgmap_type=args.pgmap_type, clear_fault=args.clear_fault,
         auto_altmap_min=args.auto_altmap_min, auto_dram_min=args.auto_dram_min,
-        auto_walk_share=args.auto_walk_share, nice=args.nice,
+        auto_walk_share=args.auto_walk_share, auto_late_llcs=args.auto_late_llcs, nice=args.nice,
         out=Path(args.out) if args.out else None, verify=args.verify, verify_size=args.verify_size)
 
 
@@ -88,6 +88,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "none past that, as a walk after the whole range then misses in both modes "
                         "(patch 11); full, all of it (patch 11 until 2026-11-26); fraction, LLC / "
                         "range of it past the LLC (until 2026-11-26 19:45) (default llc)")
+    p.add_argument("--auto-late-llcs", type=options.integer(0, 64, note="0: none"),
+                   default=d.auto_late_llcs,
+                   help="the learning auto's rounds in chunks that start this many LLCs into the "
+                        "range keep template only if its probe is more than a quarter faster, as "
+                        "no probe pays for the write-backs template leaves past the LLC (patch "
+                        "11); 0: every round needs streaming 1/32 faster (before 2026-11-27) "
+                        "(default %(default)s)")
     p.add_argument("--nice", type=options.integer(-20, 19, note="0: unchanged"), default=d.nice,
                    help="niceness for the benchmark's own session/autogroup (e.g. -10 on a busy "
                         "shared machine; negative values need root)")
