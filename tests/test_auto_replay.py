@@ -194,3 +194,14 @@ def test_adding_another_run_of_a_cpu_keeps_the_one_recorded(tmp_path, monkeypatc
     # the same run again replaces its own summary
     bench_results.add_run(tmp_path / "run-24")
     assert len(list((tmp_path / "results").iterdir())) == 2
+
+
+def test_late_rounds_end_early_only_with_streaming():
+    # template three times as fast over 1 GiB: rounds before chunk 32 stop after a pair, the
+    # four late ones (32, 64, 128, 256) run both pairs; streaming that fast: all stop early
+    records = 1 << 24
+    tmpl, stream = auto_replay.split(POLICY, records, 0, (False, False), early=True, late=32,
+                                     early_late=False)
+    assert stream == 5 * 256 + 4 * 2 * 256
+    tmpl, stream = auto_replay.split(POLICY, records, 0, (True, True), early=True, late=32)
+    assert tmpl == 9 * (256 + 256)

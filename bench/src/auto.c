@@ -59,6 +59,7 @@ unsigned long auto_probe_lead = AUTO_PROBE_RECORDS;
 unsigned long auto_probe_late;	/* 0: as auto_probe_min */
 unsigned long auto_late_llcs = AUTO_LATE_LLCS;
 size_t auto_llc_override;
+__thread int auto_timing_streaming;
 int auto_walk_rule = AUTO_WALK_LLC;	/* --auto-walk-share */
 /* the round of the highest chunk so far: chunk << 1 | streaming won; -1 none */
 static _Atomic long verdict = -1;
@@ -118,9 +119,10 @@ unsigned long auto_late_chunk(size_t chunk_bytes, size_t llc)
 	return (auto_late_llcs * llc + chunk_bytes - 1) / chunk_bytes;
 }
 
-int auto_round_decided(uint64_t lead_ns, uint64_t tmpl_ns, uint64_t stream_ns)
+int auto_round_decided(uint64_t lead_ns, uint64_t tmpl_ns, uint64_t stream_ns, int late)
 {
-	if (stream_ns >= AUTO_DECISIVE * tmpl_ns)
+	/* a late round ends early only with streaming (BUG_AUTO_LATE_IGNORED: either way) */
+	if ((!late || bug == BUG_AUTO_LATE_IGNORED) && stream_ns >= AUTO_DECISIVE * tmpl_ns)
 		return 1;
 	/* BUG_AUTO_LEAD_UNCHECKED: one disturbed template piece decides */
 	return tmpl_ns >= AUTO_DECISIVE * stream_ns &&
@@ -211,6 +213,7 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 				 * first is timed, per probe's worth of records */
 				piece.nr_pages = lead;
 				if (!pieces && lead) {
+					auto_timing_streaming = 0;
 					__builtin_ia32_mfence();
 					t0 = clock();
 					fn->tmpl(&piece);
@@ -225,6 +228,7 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 			}
 			/* as the kernel's mb(): the previous piece's stores are
 			 * not this one's to pay for, and this one's are */
+			auto_timing_streaming = st;
 			__builtin_ia32_mfence();
 			t0 = clock();
 			(st ? fn->stream : fn->tmpl)(&piece);
@@ -238,7 +242,8 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 			}
 			count(probe, st);
 			piece.start_pfn += probe;
-			if (pieces == 1 && auto_round_decided(lead_ns, ns[0][0], ns[1][0]) &&
+			if (pieces == 1 &&
+			    auto_round_decided(lead_ns, ns[0][0], ns[1][0], idx >= fn->late_chunk) &&
 			    j.bug != BUG_AUTO_NO_EARLY) {
 				ns[0][1] = ns[0][0];
 				ns[1][1] = ns[1][0];

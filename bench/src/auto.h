@@ -11,7 +11,8 @@
 #define AUTO_MARGIN_DEN 32	/* streaming must be more than 1/32 faster */
 #define AUTO_DECISIVE 2		/* a first pair this far apart ends the round */
 /* rounds of chunks that start AUTO_LATE_LLCS x the LLC into the range keep
- * template only if its piece is more than 1/AUTO_LATE_MARGIN_DEN faster */
+ * template only if its piece is more than 1/AUTO_LATE_MARGIN_DEN faster, and
+ * do not end early with template */
 #define AUTO_LATE_LLCS 2
 #define AUTO_LATE_MARGIN_DEN 4
 #define AUTO_NO_LATE_CHUNK (~0UL)
@@ -41,6 +42,8 @@ extern unsigned long auto_probe_late;
 extern unsigned long auto_late_llcs;
 /* for verify: the LLC size auto assumes instead of the CPU's (0: the CPU's) */
 extern size_t auto_llc_override;
+/* for verify's clocks: the piece being timed on this thread is a streaming one */
+extern __thread int auto_timing_streaming;
 /*
  * --auto-walk-share: what the walk hint counts of a piece's read-back: all of it
  * up to half the LLC and none, no read-back, past it (llc, patch 11); all of it
@@ -77,8 +80,8 @@ int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2], i
 unsigned long auto_late_chunk(size_t chunk_bytes, size_t llc);
 /* whether the round's first pair of pieces decides it: one mode took
  * AUTO_DECISIVE times the other's time, and for streaming to win that way
- * the timed lead-in (lead_ns, per piece) too */
-int auto_round_decided(uint64_t lead_ns, uint64_t tmpl_ns, uint64_t stream_ns);
+ * the timed lead-in (lead_ns, per piece) too; late: only streaming wins that way */
+int auto_round_decided(uint64_t lead_ns, uint64_t tmpl_ns, uint64_t stream_ns, int late);
 /* of a piece's read-back, what a walk after a range of bytes pays (llc 0: unknown, all; 0: none) */
 unsigned long auto_walk_share(size_t bytes, size_t llc);
 void auto_reset(void);

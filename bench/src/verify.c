@@ -156,16 +156,16 @@ static uint64_t streaming_decisive_clock(void)
 
 /*
  * Clocks that time every template piece (and lead-in) at 50 and every
- * streaming piece at 57 (a tie: template ahead by less than a quarter) or
- * at 70 (template ahead by more): five readings pairs per round, none
- * decisive.
+ * streaming piece at 57 (a tie: template ahead by less than a quarter), at
+ * 70 (template ahead by more) or at 150 (template decisively faster: early
+ * rounds end after their first pair). Each timed piece reads the clock
+ * twice; auto.c says which kind it times, as rounds of two and of four
+ * pieces mix here.
  */
 static uint64_t late_clock(uint64_t stream_ns)
 {
-	unsigned long n = script_read(), timed = n / 2 % (1 + AUTO_PIECES);
-
-	if (n % 2)
-		script_now += timed && !(timed & 1) ? stream_ns : 50;
+	if (script_read() % 2)
+		script_now += auto_timing_streaming ? stream_ns : 50;
 	return script_now;
 }
 
@@ -177,6 +177,12 @@ static uint64_t late_tie_clock(void)
 static uint64_t late_template_clock(void)
 {
 	return late_clock(70);
+}
+
+/* template three times as fast: decisive, but a late round runs on */
+static uint64_t late_decisive_clock(void)
+{
+	return late_clock(150);
 }
 
 /* Rounds at chunks from late_chunk on, counted apart from auto.c. */
@@ -205,8 +211,12 @@ static void verify_auto_late(char *buf, const char *ref, size_t size, unsigned l
 			     int pre, const char *layout, const char *tname)
 {
 	static const int thread_counts[] = { 1, 2 };
-	static uint64_t (*const clocks[])(void) = { late_tie_clock, late_template_clock };
-	static const char *const clock_names[] = { "late-tie", "late-template" };
+	static uint64_t (*const clocks[])(void) = {
+		late_tie_clock, late_template_clock, late_decisive_clock,
+	};
+	static const char *const clock_names[] = {
+		"late-tie", "late-template", "late-template-decisive",
+	};
 	const size_t llc = 256UL << 10;
 	struct page *map = (struct page *)(buf + GUARD);
 	char what[400];
@@ -214,9 +224,9 @@ static void verify_auto_late(char *buf, const char *ref, size_t size, unsigned l
 	/* rounds fit in chunks of 1536 records at order 0, of 4096 at order 9 */
 	chunk_req_pages = order ? 4096 : 1536;
 	for (int ti = 0; ti < 2; ti++)
-	for (int ci = 0; ci < 2; ci++) {
+	for (int ci = 0; ci < 3; ci++) {
 		struct auto_stats a = { 0 };
-		unsigned long late_chunk, want_late, early;
+		unsigned long late_chunk, want_late, early, want_pieces;
 		int ok, right;
 
 		memset(buf, POISON, size + 2 * GUARD);
@@ -228,8 +238,11 @@ static void verify_auto_late(char *buf, const char *ref, size_t size, unsigned l
 		late_chunk = (2 * llc + chunk_pages * 64 - 1) / (chunk_pages * 64);
 		want_late = late_rounds_expected(nr, order, late_chunk);
 		early = a.rounds - want_late;
+		/* only the decisive clock ends rounds early, and only early ones */
+		want_pieces = (ci == 2 ? early * AUTO_PIECES / 2 : early * AUTO_PIECES) +
+			      want_late * AUTO_PIECES;
 		ok = !memcmp(buf, ref, size + 2 * GUARD) && a.records == nr;
-		right = want_late && early && a.rounds > want_late &&
+		right = want_late && early && a.rounds > want_late && a.pieces == want_pieces &&
 			a.stream_rounds == (ci ? 0 : want_late) &&
 			/*
 			 * template only: nothing streamed but the probe pieces;
@@ -244,10 +257,12 @@ static void verify_auto_late(char *buf, const char *ref, size_t size, unsigned l
 			 a.streamed < a.records);
 		snprintf(what, sizeof(what),
 			 "fill auto layout=%s pgmap=%s threads=%d split=chunked/%lu clock=%s llc=%zu "
-			 "records=%lu (rounds %lu, %lu past chunk %lu, streaming won %lu, streamed %lu)%s",
+			 "records=%lu (rounds %lu, %lu past chunk %lu, streaming won %lu, streamed %lu, "
+			 "pieces %lu)%s",
 			 layout, tname, thread_counts[ti], chunk_pages, clock_names[ci], llc, nr,
-			 a.rounds, want_late, late_chunk, a.stream_rounds, a.streamed,
-			 !ok ? ": differs from the slow path" : right ? "" : ci ?
+			 a.rounds, want_late, late_chunk, a.stream_rounds, a.streamed, a.pieces,
+			 !ok ? ": differs from the slow path" : right ? "" :
+			 a.pieces != want_pieces ? ": a late round ended early with template" : ci ?
 			 ": streamed where template was ahead by more than the late margin" :
 			 ": a tie did not keep template before twice the LLC and stream past it");
 		report(ok && right, what);

@@ -94,20 +94,24 @@ def late_chunk(policy: Policy, order: int, llc_bytes: int | None) -> int | None:
 
 
 def split(policy: Policy, records: int, order: int, verdicts: tuple[bool, bool], early: bool = False,
-          threads: int = 1, late: int | None = None) -> tuple[int, int]:
+          threads: int = 1, late: int | None = None, early_late: bool | None = None) -> tuple[int, int]:
     """(template records, streaming records) of the whole range: every round as schedule()
     counts it, the rest of its chunk in its verdict (verdicts: before the late chunk, from it
-    on), every other chunk in the verdict of the last round before it, template before any."""
+    on), every other chunk in the verdict of the last round before it, template before any.
+    early: the rounds end after their first pair; early_late: the late ones do (default: as
+    early; a late round ends early only where streaming won decisively)."""
     unit = 1 << order
     chunk = _round_up(policy.chunk_pages, max(unit, 512))
     probe, lead = _round_up(policy.probe, unit), _round_up(policy.lead, unit)
-    pairs = 1 if early else policy.pieces // 2
+    early_late = early if early_late is None else early_late
     tmpl = stream = 0
     mode = False
     for idx in range(-(-records // chunk)):
         size = min(chunk, records - idx * chunk)
         if not (idx & (idx - 1) or (idx == 1 and threads == 1)) and size >= lead + policy.pieces * probe:
-            mode = verdicts[late is not None and idx >= late]
+            is_late = late is not None and idx >= late
+            mode = verdicts[is_late]
+            pairs = 1 if (early_late if is_late else early) else policy.pieces // 2
             tmpl += pairs * (lead + probe)
             stream += pairs * probe
             size -= pairs * (lead + 2 * probe)
@@ -134,7 +138,9 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
     late = late_chunk(policy, order, llc_bytes)
     # the round stops after its first pair when one mode is decisively faster
     early = policy.decisive > 0 and max(ratio, 1 / ratio) >= policy.decisive
-    in_tmpl, in_stream = split(policy, records, order, verdicts, early, tmpl["threads"], late)
+    # a late round ends early only with streaming
+    in_tmpl, in_stream = split(policy, records, order, verdicts, early, tmpl["threads"], late,
+                               early and ratio > 1)
     s = in_stream > in_tmpl
     # where the late rounds turn the verdict, the mode of most of the range after the other's
     past_late = late is not None and -(-records // _round_up(policy.chunk_pages, max(1 << order, 512))) > late
