@@ -200,6 +200,7 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 	int s;
 
 	if (auto_probe_chunk(idx, v >= 0) && j.nr_pages >= auto_round_records(j.order, idx)) {
+		int late = idx >= fn->late_chunk;
 		uint64_t ns[2][2], lead_ns = 0;
 		struct fill_job piece = j;
 		int pieces;
@@ -243,7 +244,7 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 			count(probe, st);
 			piece.start_pfn += probe;
 			if (pieces == 1 &&
-			    auto_round_decided(lead_ns, ns[0][0], ns[1][0], idx >= fn->late_chunk) &&
+			    auto_round_decided(lead_ns, ns[0][0], ns[1][0], late) &&
 			    j.bug != BUG_AUTO_NO_EARLY) {
 				ns[0][1] = ns[0][0];
 				ns[1][1] = ns[1][0];
@@ -252,7 +253,7 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 			}
 		}
 		__atomic_fetch_add(&stats.pieces, pieces, __ATOMIC_RELAXED);
-		s = auto_round_streams(ns[0], ns[1], idx >= fn->late_chunk);
+		s = auto_round_streams(ns[0], ns[1], late);
 		if (j.bug == BUG_AUTO_STREAM || j.bug == BUG_AUTO_TEMPLATE)
 			s = j.bug == BUG_AUTO_STREAM;
 		__atomic_fetch_add(&stats.probe_tmpl_ns, ns[0][0] < ns[0][1] ? ns[0][0] : ns[0][1],

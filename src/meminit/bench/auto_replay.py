@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,26 +55,33 @@ def _round_up(n: int, unit: int) -> int:
     return -(-n // unit) * unit
 
 
+def _chunk_pages(policy: Policy, order: int) -> int:
+    """The kernel's chunk, rounded to compound pages and pageblocks as its split does."""
+    return _round_up(policy.chunk_pages, max(1 << order, 512))
+
+
+def _chunks(policy: Policy, records: int, order: int, threads: int) -> Iterator[tuple[int, int, bool]]:
+    """(index, struct pages, whether it starts with a round) of every chunk of a range: a round
+    in chunk 0 and every power-of-two chunk with room for two lead-ins and the pieces; in chunk
+    1 only on several threads, where a second thread takes it while chunk 0's round runs (one
+    thread has chunk 0's verdict by then)."""
+    unit = 1 << order
+    chunk = _chunk_pages(policy, order)
+    per_round = _round_up(policy.lead, unit) + policy.pieces * _round_up(policy.probe, unit)
+    for idx in range(-(-records // chunk)):
+        size = min(chunk, records - idx * chunk)
+        yield idx, size, not (idx & (idx - 1) or (idx == 1 and threads == 1)) and size >= per_round
+
+
 def schedule(policy: Policy, records: int, order: int, early: bool = False,
              threads: int = 1) -> tuple[int, int]:
     """(template records, streaming records) the probe rounds write in a range of `records`
-    struct pages of compound order `order` (whole compound pages per piece, chunks rounded to
-    compound pages and pageblocks as the kernel's split); early: every round stopped after
-    its first pair.  Chunk 1 has a round only on several threads, where a second
-    thread takes it while chunk 0's round runs; one thread has chunk 0's verdict by then."""
-    unit = 1 << order
-    chunk = _round_up(policy.chunk_pages, max(unit, 512))
-    probe, lead = _round_up(policy.probe, unit), _round_up(policy.lead, unit)
-    per_round = lead + policy.pieces * probe
-    tmpl = stream = 0
-    for idx in range(-(-records // chunk)):
-        if idx & (idx - 1) or (idx == 1 and threads == 1):
-            continue
-        if min(chunk, records - idx * chunk) >= per_round:
-            # early: the round stopped after its first pair of pieces
-            tmpl += (1 if early else policy.pieces // 2) * (lead + probe)
-            stream += (1 if early else policy.pieces // 2) * probe
-    return tmpl, stream
+    struct pages of compound order `order` (whole compound pages per piece, _chunks()' rounds);
+    early: every round stopped after its first pair."""
+    probe, lead = _round_up(policy.probe, 1 << order), _round_up(policy.lead, 1 << order)
+    pairs = 1 if early else policy.pieces // 2
+    rounds = sum(has_round for _idx, _size, has_round in _chunks(policy, records, order, threads))
+    return rounds * pairs * (lead + probe), rounds * pairs * probe
 
 
 def streams(policy: Policy, probe_tmpl_ns: float, probe_stream_ns: float, late: bool = False) -> bool:
@@ -89,7 +97,7 @@ def late_chunk(policy: Policy, order: int, llc_bytes: int | None) -> int | None:
     range (chunk index x chunk bytes of struct pages, as the kernel counts); None without one."""
     if not llc_bytes or not policy.late_llcs:
         return None
-    chunk_bytes = _round_up(policy.chunk_pages, max(1 << order, 512)) * bench_stats.RECORD_BYTES
+    chunk_bytes = _chunk_pages(policy, order) * bench_stats.RECORD_BYTES
     return -(-policy.late_llcs * llc_bytes // chunk_bytes)
 
 
@@ -100,15 +108,12 @@ def split(policy: Policy, records: int, order: int, verdicts: tuple[bool, bool],
     on), every other chunk in the verdict of the last round before it, template before any.
     early: the rounds end after their first pair; early_late: the late ones do (default: as
     early; a late round ends early only where streaming won decisively)."""
-    unit = 1 << order
-    chunk = _round_up(policy.chunk_pages, max(unit, 512))
-    probe, lead = _round_up(policy.probe, unit), _round_up(policy.lead, unit)
+    probe, lead = _round_up(policy.probe, 1 << order), _round_up(policy.lead, 1 << order)
     early_late = early if early_late is None else early_late
     tmpl = stream = 0
     mode = False
-    for idx in range(-(-records // chunk)):
-        size = min(chunk, records - idx * chunk)
-        if not (idx & (idx - 1) or (idx == 1 and threads == 1)) and size >= lead + policy.pieces * probe:
+    for idx, size, has_round in _chunks(policy, records, order, threads):
+        if has_round:
             is_late = late is not None and idx >= late
             mode = verdicts[is_late]
             pairs = 1 if (early_late if is_late else early) else policy.pieces // 2
@@ -143,7 +148,7 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
                                early and ratio > 1)
     s = in_stream > in_tmpl
     # where the late rounds turn the verdict, the mode of most of the range after the other's
-    past_late = late is not None and -(-records // _round_up(policy.chunk_pages, max(1 << order, 512))) > late
+    past_late = late is not None and -(-records // _chunk_pages(policy, order)) > late
     mode = ("streaming" if s else "template") if verdicts[0] == verdicts[1] or not past_late \
         else ("template, late streaming" if verdicts[1] else "streaming, late template")
     other = (in_tmpl if s else in_stream) / records
