@@ -18,6 +18,17 @@ def test_bar_verdict_median_then_second_best():
     assert bench_stats.bar_verdict([]) == "MISS"
 
 
+def test_noise_pair_is_the_sixth_of_seven_at_any_count():
+    assert bench_stats.noise_pair([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]) == 0.6
+    assert bench_stats.noise_pair([0.1, 0.2, 0.3]) == 0.2
+    assert bench_stats.noise_pair([0.5, 0.99]) is None
+    # 15 repetitions: the 12th, not the second best, so more repetitions are no laxer
+    fifteen = [0.90] * 11 + [0.96, 0.97, 0.98, 0.99]
+    assert bench_stats.noise_pair(fifteen) == 0.96
+    assert bench_stats.bar_verdict(fifteen) == "MISS"
+    assert bench_stats.bar_verdict([0.90] * 11 + [0.97] * 4) == "noise"
+
+
 def _samples(strategy, rates, threads=1, cpu=1.0, **extra):
     return [{"kind": "fill", "strategy": strategy, "layout": "o0", "dest": "cold", "size": 4 << 20,
              "threads": threads, "split": "chunked", "rep": i, "ns": int(1e6 / r), "bytes": int(1e6),

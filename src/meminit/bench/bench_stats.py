@@ -5,6 +5,7 @@ the parsed samples (benchbin), so tests check them without running anything.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 
@@ -205,9 +206,10 @@ def crossover(rows: list[dict], stream: str = STREAMING, plain: str = "template"
 
 # issue 33's bar: per interleaved repetition, auto's rate over the better mode's (the mode with
 # the better median); the median of those pairs at least AUTO_BAR, or "within noise" when the
-# second best of the sorted pairs (the 6th of 7) is; samples below MIN_ON_CPU are dropped
+# pair at NOISE_QUANTILE of the sorted pairs (the 6th of 7) is; samples below MIN_ON_CPU are dropped
 AUTO_BAR = 0.97
 MIN_ON_CPU = 0.95
+NOISE_QUANTILE = 6 / 7
 
 
 def rates_by_rep(row: dict) -> dict:
@@ -228,14 +230,24 @@ def paired_ratios(row: dict, ref: dict) -> list[float]:
     return sorted(a[k] / b[k] for k in a.keys() & b.keys())
 
 
+def noise_pair(pairs: list[float]) -> float | None:
+    """The pair the noise verdict looks at: the floor(6n/7)-th of n sorted pairs (the 6th of 7,
+    the second best of 3 to 6, the 12th of 15: more repetitions make no laxer test), None
+    under three."""
+    if len(pairs) < 3:
+        return None
+    return pairs[math.floor(round(NOISE_QUANTILE * len(pairs), 9)) - 1]
+
+
 def bar_verdict(pairs: list[float]) -> str:
-    """'ok' (median of the pairs >= AUTO_BAR), 'noise' (below, but the second best pair of at
-    least three is at or above it) or 'MISS'; 'MISS' too when no pair is left."""
+    """'ok' (median of the sorted pairs >= AUTO_BAR), 'noise' (below, but noise_pair() is at
+    or above it) or 'MISS'; 'MISS' too when no pair is left."""
     if not pairs:
         return "MISS"
     if statistics.median(pairs) >= AUTO_BAR:
         return "ok"
-    return "noise" if len(pairs) >= 3 and pairs[-2] >= AUTO_BAR else "MISS"
+    noisy = noise_pair(pairs)
+    return "noise" if noisy is not None and noisy >= AUTO_BAR else "MISS"
 
 
 # patch 10's MEMMAP_INIT_MT_MIN_STRUCT_PAGES: a range that writes fewer struct pages stays on
@@ -255,7 +267,7 @@ def auto_rows(rows: list[dict], info: dict | None = None) -> list[dict]:
     configuration (size, layout, dest, threads, split).  ratio_best: the median of the paired
     ratios auto/best (paired_ratios()); regret: the median of what auto chose over the best
     median (the size rules auto-altmap/auto-dram only, which choose once per fill); noise: the
-    spread of the pairs (second best over median, minus one).  verdict: bar_verdict() against
+    spread of the pairs (noise_pair() over median, minus one).  verdict: bar_verdict() against
     the best and against template; passes when neither is 'MISS'.  The learning `auto`
     reports the share of records it streamed (chose "S 97%") and what its probes measured."""
     idx = _fill_index(rows)
@@ -289,7 +301,7 @@ def auto_rows(rows: list[dict], info: dict | None = None) -> list[dict]:
             "best": best["strategy"], "best_median": best["median"],
             "ratio_best": ratio_best, "pairs": len(pairs),
             "regret": chosen["median"] / best["median"] if chosen else None,
-            "noise": (pairs[-2] / ratio_best - 1) if len(pairs) >= 3 and ratio_best else 0.0,
+            "noise": (noisy / ratio_best - 1) if (noisy := noise_pair(pairs)) and ratio_best else 0.0,
             "ratio_slow": r["median"] / slow["median"] if slow else None,
             "ratio_template": statistics.median(pairs_t) if pairs_t else None,
             "probe_t_over_s": probe,
