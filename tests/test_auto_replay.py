@@ -192,19 +192,21 @@ def test_recorded_runs_carry_their_llc(tmp_path):
 def test_adding_another_run_of_a_cpu_keeps_the_one_recorded(tmp_path, monkeypatch):
     monkeypatch.setattr(bench_results, "RESULTS_DIR", tmp_path / "results")
     samples = _samples("template", [20] * 7) + _samples("movntdq", [10] * 7)
-    for day in ("24", "27"):
+    for day in ("24T05:10", "27T05:10", "27T08:21"):
         run = tmp_path / f"run-{day}"
         run.mkdir()
         (run / "result.json").write_text(json.dumps({
-            "samples": samples, "date": f"2026-11-{day}T05:10:04Z", "loadavg_start": "0",
+            "samples": samples, "date": f"2026-11-{day}:04Z", "loadavg_start": "0",
             "loadavg_end": "0", "options": {"reps": 7},
             "machine": {"cpu_model": "Test CPU", "cpu_family": "25", "cpu_model_number": "17"}}))
         bench_results.add_run(run)
+    # a second run of the same day is told apart by its time
     assert sorted(p.name for p in (tmp_path / "results").iterdir()) == [
-        "test-cpu-f25m17-2026-11-27.json", "test-cpu-f25m17.json"]
+        "test-cpu-f25m17-2026-11-27-0821.json", "test-cpu-f25m17-2026-11-27.json", "test-cpu-f25m17.json"]
     # the same run again replaces its own summary
-    bench_results.add_run(tmp_path / "run-24")
-    assert len(list((tmp_path / "results").iterdir())) == 2
+    bench_results.add_run(tmp_path / "run-24T05:10")
+    bench_results.add_run(tmp_path / "run-27T08:21")
+    assert len(list((tmp_path / "results").iterdir())) == 3
 
 
 def test_late_rounds_end_early_only_with_streaming():
@@ -216,3 +218,93 @@ def test_late_rounds_end_early_only_with_streaming():
     assert stream == 5 * 256 + 4 * 2 * 256
     tmpl, stream = auto_replay.split(POLICY, records, 0, (True, True), early=True, late=32)
     assert tmpl == 9 * (256 + 256)
+
+
+def test_logged_rounds_are_kept_per_repetition_only_when_complete():
+    logged = [{"rounds": 2, "stream_rounds": 1, "streamed": 10, "records": 100, "probe_records": 512,
+               "probe_tmpl_ns": 1, "probe_stream_ns": 1, "probe_rounds": "0:9:1:2:0:0,2:9:3:1:3:1"}] * 3
+    row = bench_stats.summarize([{**s, **x} for s, x in zip(_samples("auto", [10] * 3), logged)])[0]
+    assert row["rounds_by_rep"] == [[0, logged[0]["probe_rounds"]], [1, logged[1]["probe_rounds"]],
+                                    [2, logged[2]["probe_rounds"]]]
+    assert bench_stats.parse_rounds(logged[0]["probe_rounds"]) == [(0, 9, 1, 2, 0, 0), (2, 9, 3, 1, 3, 1)]
+    # a sample whose log ran full (fewer rounds logged than run): no per-round replay
+    full = [dict(x, rounds=3) if i == 1 else x for i, x in enumerate(logged)]
+    row = bench_stats.summarize([{**s, **x} for s, x in zip(_samples("auto", [10] * 3), full)])[0]
+    assert "rounds_by_rep" not in row
+    with pytest.raises(ValueError):
+        bench_stats.parse_rounds("0:1:2")
+
+
+def test_round_verdicts_follow_the_kernels_rules():
+    # template clearly faster in the first pair: ends early with template
+    assert auto_replay.round_verdict(POLICY, (0, 900, 100, 300, 0, 0), False) == (False, 1)
+    # streaming twice as fast, but the lead-in was not: one disturbed template piece must not
+    # end the round, the second pair decides (its faster pieces: 100 against 98, a tie)
+    assert auto_replay.round_verdict(POLICY, (0, 150, 400, 100, 100, 98), False) == (False, 2)
+    # a late round keeps template only if it is a quarter faster, and never ends early with it
+    assert auto_replay.round_verdict(POLICY, (8, 300, 100, 300, 100, 134), True) == (False, 2)
+    assert auto_replay.round_verdict(POLICY, (8, 300, 100, 300, 100, 133), True) == (True, 2)
+    # the same pieces in an early round end after the first pair, with template
+    assert auto_replay.round_verdict(POLICY, (8, 300, 100, 300, 100, 134), False) == (False, 1)
+    # a round the bench ended early has no second pair: the first decides
+    assert auto_replay.round_verdict(POLICY, (0, 900, 400, 100, 0, 0), False) == (True, 1)
+
+
+def test_streamed_share_follows_each_logged_round_over_its_chunks():
+    # 64 MiB of order-0 struct pages, one thread: 32 chunks, rounds at 0, 2, 4, 8, 16
+    records, chunk = 1 << 20, 32768
+    tie, fast = (900, 100, 100, 100, 100), (900, 100, 60, 100, 60)  # streaming, not decisive
+    rounds = [(0, *tie), (2, *tie), (4, *tie), (8, *tie), (16, *fast)]
+    share = auto_replay.streamed_by_rounds(POLICY, records, 0, 1, None, rounds)
+    pieces = 5 * 2 * 256  # streaming pieces of the five rounds (none decisive: lead-in 9x)
+    tmpl_pieces = 2 * (256 + 256)
+    assert share == pytest.approx((pieces + 16 * chunk - 2 * 256 - tmpl_pieces) / records)
+    # the same rounds, streaming's only in half of the fills: chunk 16 on streams half as much
+    half = rounds + [(0, *tie), (2, *tie), (4, *tie), (8, *tie), (16, *tie)]
+    assert auto_replay.streamed_by_rounds(POLICY, records, 0, 1, None, half) == \
+        pytest.approx((pieces + 8 * chunk - 256 - tmpl_pieces / 2) / records)
+    # a round of chunk 1 that a second thread ran in one fill of two: chunk 1 streams half the time
+    two = [(0, *tie), (1, *fast), (0, *tie)]
+    share = auto_replay.streamed_by_rounds(POLICY, 65536, 0, 2, None, two)
+    assert share == pytest.approx((2 * 256 + (chunk - 2 * 256 - 2 * 512) / 2 + 2 * 256 / 2) / 65536)
+    assert auto_replay.streamed_by_rounds(POLICY, records, 0, 1, None, [(2, *tie)]) is None
+    # late from chunk 16 on: its tie streams there (template must be a quarter faster to keep it)
+    late = auto_replay.streamed_by_rounds(POLICY, records, 0, 1, 16, [(0, *tie), (2, *tie), (4, *tie), (8, *tie),
+                                                                       (16, *tie)])
+    assert late == pytest.approx((pieces + 16 * chunk - 2 * 256 - tmpl_pieces) / records)
+
+
+def test_replay_judges_logged_rounds_repetition_by_repetition():
+    tmpl, stream = _row("template", [20] * 7), _row("movntdq", [10] * 7)
+    # the probes' sums say streaming (2000 against 1000), but the rounds of six repetitions of
+    # seven found template faster: the sums' one verdict would miss, the rounds' pass
+    wrong, right = "0:9000:100:300:0:0", "0:9000:3000:100:3000:100"
+    auto = _row("auto", [20] * 7, probe_tmpl_ns=2000, probe_stream_ns=1000,
+                rounds_by_rep=[[k, right if k == 3 else wrong] for k in range(7)])
+    cell = auto_replay.replay_cell(POLICY, tmpl, stream, auto, 0)
+    assert (cell["mode"], cell["source"], cell["verdict"]) == ("template", "rounds", "ok")
+    assert cell["ratio_best"] == pytest.approx(1 / (1 + 256 / 65536), rel=1e-6)
+    assert cell["other_share"] == pytest.approx((6 * 256 / 65536 + (65536 - 2 * 256) / 65536) / 7)
+    # a repetition without its rounds: the probes' sums judge the whole cell
+    auto["rounds_by_rep"] = auto["rounds_by_rep"][1:]
+    assert auto_replay.replay_cell(POLICY, tmpl, stream, auto, 0)["source"] == "probes"
+
+
+def test_replay_of_logged_rounds_reproduces_what_the_sweep_streamed_on_one_thread():
+    # every recorded sweep that logged its rounds ran the policy replayed here: on one thread
+    # (no race between threads' rounds) the replay must put each record in the mode the sweep
+    # did. A change of rule makes the runs recorded before it leave this test: replay them with
+    # the Policy they ran
+    checked = 0
+    for run in auto_replay.recorded_runs():
+        for row in run.rows:
+            if row.get("strategy") != "auto" or row["threads"] != 1 or "rounds_by_rep" not in row:
+                continue
+            order = 0 if row["layout"] == "o0" else 9
+            late = auto_replay.late_chunk(POLICY, order, run.llc_bytes)
+            shares = [auto_replay.streamed_by_rounds(POLICY, row["size"] // 64, order, 1, late,
+                                                     bench_stats.parse_rounds(text))
+                      for _rep, text in row["rounds_by_rep"]]
+            assert sum(shares) / len(shares) == pytest.approx(row["streamed_share"], abs=1e-9), row
+            checked += 1
+    assert checked >= 30

@@ -63,6 +63,34 @@ __thread int auto_timing_streaming;
 int auto_walk_rule = AUTO_WALK_LLC;	/* --auto-walk-share */
 /* the round of the highest chunk so far: chunk << 1 | streaming won; -1 none */
 static _Atomic long verdict = -1;
+static struct auto_round_record round_log[AUTO_LOG_ROUNDS];
+static unsigned long round_log_n;
+
+void auto_log_reset(void)
+{
+	__atomic_store_n(&round_log_n, 0, __ATOMIC_RELAXED);
+}
+
+const struct auto_round_record *auto_log(unsigned long *n)
+{
+	unsigned long logged = __atomic_load_n(&round_log_n, __ATOMIC_RELAXED);
+
+	*n = logged < AUTO_LOG_ROUNDS ? logged : AUTO_LOG_ROUNDS;
+	return round_log;
+}
+
+static void log_round(unsigned long idx, uint64_t lead_ns, const uint64_t ns[2][2], int early)
+{
+	unsigned long slot = __atomic_fetch_add(&round_log_n, 1, __ATOMIC_RELAXED);
+
+	if (slot >= AUTO_LOG_ROUNDS)
+		return;
+	round_log[slot] = (struct auto_round_record){
+		.chunk = idx, .lead_ns = lead_ns,
+		.tmpl_ns = { ns[0][0], early ? 0 : ns[0][1] },
+		.stream_ns = { ns[1][0], early ? 0 : ns[1][1] },
+	};
+}
 
 /* Publish the verdict of the round in chunk idx unless a higher one is. */
 static void publish(unsigned long idx, int s)
@@ -253,6 +281,7 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 			}
 		}
 		__atomic_fetch_add(&stats.pieces, pieces, __ATOMIC_RELAXED);
+		log_round(idx, lead_ns, ns, pieces < AUTO_PIECES);
 		s = auto_round_streams(ns[0], ns[1], late);
 		if (j.bug == BUG_AUTO_STREAM || j.bug == BUG_AUTO_TEMPLATE)
 			s = j.bug == BUG_AUTO_STREAM;

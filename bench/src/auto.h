@@ -68,6 +68,24 @@ struct auto_stats {
 	unsigned long pieces;		/* probe pieces timed */
 };
 
+/*
+ * One probe round as it ran, for the replay (auto_replay.py), which judges
+ * other rules on what each round measured: a rule's verdict differs from
+ * round to round where the probes sit near its margin, which sums over the
+ * rounds hide.
+ */
+struct auto_round_record {
+	unsigned long chunk;		/* index of its chunk in the range */
+	uint64_t lead_ns;		/* the first lead-in, per piece's worth */
+	uint64_t tmpl_ns[2];		/* [1]: 0 if the round ended after one pair */
+	uint64_t stream_ns[2];
+};
+#define AUTO_LOG_ROUNDS 1024
+/* forget the logged rounds (auto_reset() keeps them: a sample has several fills) */
+void auto_log_reset(void);
+/* the rounds logged since auto_log_reset(), the first AUTO_LOG_ROUNDS; *n: how many */
+const struct auto_round_record *auto_log(unsigned long *n);
+
 /* whether chunk starts with a round; learned: a round has published a verdict */
 int auto_probe_chunk(unsigned long chunk, int learned);
 unsigned long auto_probe_records(unsigned int order, unsigned long chunk);

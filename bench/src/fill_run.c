@@ -36,6 +36,26 @@ const struct fill_strategy fill_strategies[] = {
 
 /* What `auto` runs for a fill of `bytes` of memmap: the streaming copy
  * (movntdq, the kernel's memcpy_nontemporal() backend) or the template copy. */
+/*
+ * What each probe round of the sample measured, for the replay: chunk, lead-in,
+ * first template and streaming pieces, second ones (0 after an early end), as
+ * probe_rounds=c:l:t:s:t:s,... (fewer than rounds= if the log was full).
+ */
+static void print_round_log(void)
+{
+	unsigned long n;
+	const struct auto_round_record *r = auto_log(&n);
+
+	if (!n)
+		return;
+	printf(" probe_rounds=");
+	for (unsigned long i = 0; i < n; i++)
+		printf("%s%lu:%llu:%llu:%llu:%llu:%llu", i ? "," : "", r[i].chunk,
+		       (unsigned long long)r[i].lead_ns,
+		       (unsigned long long)r[i].tmpl_ns[0], (unsigned long long)r[i].stream_ns[0],
+		       (unsigned long long)r[i].tmpl_ns[1], (unsigned long long)r[i].stream_ns[1]);
+}
+
 static int auto_streams(const struct fill_strategy *fs, size_t bytes)
 {
 	return bytes >= auto_min[fs->placement];
@@ -76,7 +96,10 @@ int layout_order(const char *layout, int *pre)
 }
 
 /* The fill samples of repetition rep: every size, layout, destination,
- * thread count, split and strategy once. */
+ * thread count, split and strategy once; the strategies in an order that
+ * rotates with rep, so that none always runs after the same others (what a
+ * fill leaves behind, in the caches, the prefetchers or the host, is then
+ * not always the same strategy's to pay). */
 void fill_samples(struct opts *o, int rep, char *buf, int avx512)
 {
 	for (int si = 0; si < o->n_sizes; si++) {
@@ -101,7 +124,8 @@ void fill_samples(struct opts *o, int rep, char *buf, int avx512)
 					for (int xi = 0; xi < o->n_splits; xi++) {
 						int xsplit = strcmp(o->splits[xi], "even") ? SPLIT_CHUNKED : SPLIT_EVEN;
 
-						for (int f = 0; f < o->n_fills; f++) {
+						for (int fi = 0; fi < o->n_fills; fi++) {
+							int f = (fi + rep) % o->n_fills;
 							const struct fill_strategy *fs = find_fill(o->fills[f]);
 							fill_fn fn = strategy_fn(fs, pre, size);
 							/* the learning auto runs on the kernel's chunks */
@@ -114,6 +138,7 @@ void fill_samples(struct opts *o, int rep, char *buf, int avx512)
 							uint64_t cpu = 0;
 
 							ns = 0;
+							auto_log_reset();
 							for (unsigned long k = 0; k < passes; k++) {
 								int prep = strcmp(dest, "warm") && !walked ?
 									   PREP_COLD : PREP_WARM;
@@ -142,6 +167,8 @@ void fill_samples(struct opts *o, int rep, char *buf, int avx512)
 								       (unsigned long long)learned.probe_tmpl_ns,
 								       (unsigned long long)learned.probe_stream_ns,
 								       learned.probe_records, learned.pieces);
+							if (fs->learns)
+								print_round_log();
 							if (split == SPLIT_CHUNKED)
 								printf(" chunks=%lu", n_chunks);
 							if (fs->placement)

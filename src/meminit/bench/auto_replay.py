@@ -15,12 +15,19 @@ keep them; no such rounds where the run did not record its LLC); in a run made
 before probes were recorded it is the mode that was faster over the whole range, i.e. the
 replay then judges the schedule's cost assuming the probes see what the range costs ("assumed"),
 which the live sweep on this machine checks (`probe T/S` against `range T/S`).
+
+Where the sweep logged every round (`probe_rounds=`, bench since 2026-11-27), the verdicts are
+judged round by round instead ("rounds"): each round's own pieces against the rule, its early
+end included, and per repetition the share of the records each mode wrote follows from them. A
+rule whose margin sits inside the rounds' spread streams some rounds and not others, which the
+probes' sums, one verdict for all, cannot show (`live S`: what the sweep's own auto streamed).
 """
 
 from __future__ import annotations
 
 import json
 import statistics
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,6 +99,61 @@ def streams(policy: Policy, probe_tmpl_ns: float, probe_stream_ns: float, late: 
     return probe_stream_ns * policy.margin_den < probe_tmpl_ns * (policy.margin_den - 1)
 
 
+def decided(policy: Policy, lead_ns: float, t_ns: float, s_ns: float, late: bool) -> bool:
+    """The kernel's early end after a round's first pair (memmap_init_auto_round_decided()):
+    streaming took decisive x template's time (not in a late round), or template and the
+    lead-in each took decisive x streaming's."""
+    if policy.decisive <= 0:
+        return False
+    return (not late and s_ns >= policy.decisive * t_ns) or \
+        (t_ns >= policy.decisive * s_ns and lead_ns >= policy.decisive * s_ns)
+
+
+def round_verdict(policy: Policy, rnd: bench_stats.Round, late: bool) -> tuple[bool, int]:
+    """(streams, pairs) of a logged round under the policy: its early end from the first pair
+    (a round the bench ended early has no second pair to go on: the first decides)."""
+    _chunk, lead, t0, s0, t1, s1 = rnd
+    if decided(policy, lead, t0, s0, late) or not (t1 and s1):
+        return streams(policy, t0, s0, late), 1
+    return streams(policy, min(t0, t1), min(s0, s1), late), policy.pieces // 2
+
+
+def streamed_by_rounds(policy: Policy, records: int, order: int, threads: int, late: int | None,
+                       rounds: list[bench_stats.Round]) -> float | None:
+    """The share of a range's records streaming writes when each round of the policy's schedule
+    goes as the logged rounds of its chunk went (their mean over the fills of a repetition); a
+    scheduled round that ran in only some fills (chunk 1, which a second thread skips once chunk
+    0 has decided) in that share of them; None without a round of chunk 0, or if the schedule
+    has a round the sweep never ran."""
+    by_chunk: dict[int, list[bench_stats.Round]] = defaultdict(list)
+    for rnd in rounds:
+        by_chunk[rnd[0]].append(rnd)
+    fills = len(by_chunk.get(0, []))
+    if not fills:
+        return None
+    probe, lead = _round_up(policy.probe, 1 << order), _round_up(policy.lead, 1 << order)
+    tmpl = stream = 0.0
+    follow = 0.0  # share of the fills in which the chunks after the last round stream
+    for idx, size, has_round in _chunks(policy, records, order, threads):
+        logged = by_chunk.get(idx, []) if has_round else []
+        if has_round and not logged and not (idx == 1 and threads > 1):
+            return None  # a round the sweep never ran: its rounds cannot judge this schedule
+        ran = min(1.0, len(logged) / fills)
+        in_t = in_s = wins = 0.0
+        for rnd in logged:
+            won, pairs = round_verdict(policy, rnd, late is not None and idx >= late)
+            rest = size - pairs * (lead + 2 * probe)
+            in_t += pairs * (lead + probe) + (0 if won else rest)
+            in_s += pairs * probe + (rest if won else 0)
+            wins += won
+        if logged:
+            in_t, in_s, wins = in_t / len(logged), in_s / len(logged), wins / len(logged)
+        tmpl += ran * in_t + (1 - ran) * (1 - follow) * size
+        stream += ran * in_s + (1 - ran) * follow * size
+        follow = ran * wins + (1 - ran) * follow
+    return stream / (tmpl + stream)
+
+
 def late_chunk(policy: Policy, order: int, llc_bytes: int | None) -> int | None:
     """The first chunk whose rounds are late: the one that starts late_llcs x the LLC into the
     range (chunk index x chunk bytes of struct pages, as the kernel counts); None without one."""
@@ -156,11 +218,20 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
     keys = [None] if None in rt or None in rs else sorted(rt.keys() & rs.keys())
     if keys == [None]:
         rt, rs = {None: tmpl["median"]}, {None: stream["median"]}
+    # the share streaming writes, per repetition: one for all from the probes' sums, or each
+    # repetition's from its logged rounds
+    shares = dict.fromkeys(keys, in_stream / records)
+    logged = _logged_shares(policy, auto, records, order, tmpl["threads"], late, keys)
+    if logged:
+        shares, source = logged, "rounds"
+        # over the repetitions, as the sweep's streamed share counts it
+        share = statistics.fmean(shares.values())
+        s = share > 0.5
+        mode, other = ("streaming" if s else "template"), (1 - share if s else share)
     best = stream if stream["median"] > tmpl["median"] else tmpl
     pairs, pairs_t = [], []
     for k in keys:
-        chosen, rest = (rs[k], rt[k]) if s else (rt[k], rs[k])
-        rate = 1 / ((1 - other) / chosen + other / rest)
+        rate = 1 / (shares[k] / rs[k] + (1 - shares[k]) / rt[k])
         pairs.append(rate / (rs[k] if best is stream else rt[k]))
         pairs_t.append(rate / rt[k])
     pairs.sort()
@@ -170,9 +241,27 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
             "split": tmpl.get("split", "even"), "mode": mode, "source": source,
             "forced": bench_stats.forced_split(tmpl["size"], tmpl["threads"]),
             "other_share": other, "range_t_over_s": stream["median"] / tmpl["median"],
+            "live_streamed": auto.get("streamed_share") if auto else None,
             "ratio_best": statistics.median(pairs) if pairs else 0.0,
             "ratio_template": statistics.median(pairs_t) if pairs_t else 0.0,
             "verdict": "MISS" if "MISS" in (verdict, verdict_t) else verdict}
+
+
+def _logged_shares(policy: Policy, auto: dict | None, records: int, order: int, threads: int,
+                   late: int | None, keys: list) -> dict | None:
+    """Per repetition, streamed_by_rounds() of the rounds the sweep logged in it; None unless
+    every repetition has its rounds (all of them: the bench logs at most 1024 per sample)."""
+    by_rep = (auto or {}).get("rounds_by_rep")
+    if not by_rep or None in keys:
+        return None
+    logged = {rep: bench_stats.parse_rounds(text) for rep, text in by_rep}
+    shares = {}
+    for k in keys:
+        share = streamed_by_rounds(policy, records, order, threads, late, logged[k]) if k in logged else None
+        if share is None:
+            return None
+        shares[k] = share
+    return shares
 
 
 def replay_rows(policy: Policy, rows: list[dict], llc_bytes: int | None = None) -> list[dict]:

@@ -28,7 +28,8 @@ TABLE_END = "<!-- cpu-table:end -->"
 TABLE_STRATEGIES = ("slow", "template", bench_stats.STREAMING, "auto")
 KEPT_STRATEGIES = TABLE_STRATEGIES + ("auto-altmap", "auto-dram")
 ROW_FIELDS = ("strategy", "layout", "dest", "size", "threads", "split", "section", "min", "median", "max",
-              "n", "chose", "streamed_share", "by_rep", "probe_tmpl_ns", "probe_stream_ns", "probe_records")
+              "n", "chose", "streamed_share", "by_rep", "probe_tmpl_ns", "probe_stream_ns", "probe_records",
+              "rounds_by_rep")
 # the flags the strategies depend on
 KEPT_FLAGS = ("avx512f", "erms", "fsrm", "clzero", "movdir64b", "hypervisor")
 
@@ -206,10 +207,11 @@ def replay_report(runs: list[auto_replay.RecordedRun], policy: auto_replay.Polic
                    f"verdict {worst['source']})\n")
         out.append(render_table(
             ["layout", "dest", "size", "thr", "split", "range T/S", "verdict", "from", "other mode",
-             "x best", "x template", "bar"],
+             "live S", "x best", "x template", "bar"],
             [[c["layout"], c["dest"], units.format_size(c["size"]),
               f"{c['threads']}{'*' if c['forced'] else ''}", c["split"],
               f"{c['range_t_over_s']:.2f}", c["mode"], c["source"], f"{100 * c['other_share']:.1f}%",
+              "-" if c["live_streamed"] is None else f"{100 * c['live_streamed']:.0f}%",
               f"{c['ratio_best']:.2f}x", f"{c['ratio_template']:.2f}x", c["verdict"]] for c in cells]) + "\n")
     return "\n".join(out), every
 
@@ -220,7 +222,9 @@ def replay(policy: auto_replay.Policy, more_runs: list[Path], check: bool = Fals
     runs = auto_replay.recorded_runs(more_runs)
     text, every = replay_report(runs, policy)
     print(f"the learning auto replayed ({policy}) over {len(runs)} recorded runs: x best, x template "
-          f"= median of per-repetition ratios (medians where a run kept none); bar "
+          f"= median of per-repetition ratios (medians where a run kept none); from: the verdicts "
+          f"from the sweep's logged rounds one by one, from its probes' sums, or assumed (the mode "
+          f"that won the range); live S: the share the sweep's own auto streamed; bar "
           f"{bench_stats.AUTO_BAR}; thr 2*: the kernel keeps a range that writes fewer than "
           f"{bench_stats.KERNEL_MT_MIN_RECORDS} struct pages on one thread unless "
           f"memmap_init_threads forces more; destination states judged: "
@@ -247,10 +251,17 @@ def add_run(path: Path, source: str | None = None, cpu_model: str | None = None,
             raise MeminitError("a run without result.json needs --cpu-model and --date")
         summary = from_table_text(table_file.read_text(), cpu_model, family, model,
                                   date, source or str(table_file), note or "")
-    existing = RESULTS_DIR / f"{summary['slug']}.json"
-    if existing.exists() and json.loads(existing.read_text()).get("source") != summary["source"]:
-        # another run of this CPU model: keep both, as the replay judges every recorded run
-        summary["slug"] += f"-{str(summary.get('date') or 'undated')[:10]}"
+    # another run of this CPU model (of the same day): keep both, as the replay judges every
+    # recorded run
+    when = str(summary.get("date") or "undated")
+    base = summary["slug"]
+    for suffix in ("", f"-{when[:10]}", f"-{when[:10]}-{when[11:13]}{when[14:16]}"):
+        summary["slug"] = base + suffix
+        existing = RESULTS_DIR / f"{summary['slug']}.json"
+        if not existing.exists() or json.loads(existing.read_text()).get("source") == summary["source"]:
+            break
+    else:
+        raise MeminitError(f"{existing} holds another run of the same minute: name the new one apart")
     saved = save(summary, RESULTS_DIR)
     print(f"meminit: {saved}: {len(summary['rows'])} cases of {summary['cpu_model']}")
     return saved

@@ -31,6 +31,22 @@ def group_key(sample: dict) -> tuple:
     return tuple(sample.get(k, "") for k in KEY_FIELDS)
 
 
+# one logged round: chunk, lead-in ns, first template and streaming pieces' ns, second ones (0
+# when the round ended after its first pair)
+Round = tuple[int, int, int, int, int, int]
+
+
+def parse_rounds(text: str) -> list[Round]:
+    """meminit-bench's probe_rounds=c:l:t:s:t:s,... of a sample."""
+    out = []
+    for item in text.split(","):
+        fields = tuple(int(v) for v in item.split(":"))
+        if len(fields) != 6:
+            raise ValueError(f"a probe round has six fields, not {item!r}")
+        out.append(fields)
+    return out  # type: ignore[return-value]
+
+
 def summarize(samples: list[dict]) -> list[dict]:
     """One row per case: min/median/max GB/s over the repetitions, in first-seen order."""
     groups: dict[tuple, list[dict]] = {}
@@ -66,6 +82,13 @@ def summarize(samples: list[dict]) -> list[dict]:
                 row["probe_tmpl_ns"] = sum(s["probe_tmpl_ns"] for s in members)
                 row["probe_stream_ns"] = sum(s["probe_stream_ns"] for s in members)
                 row["probe_records"] = sum(s["probe_records"] for s in members)
+            # each round the learning auto ran, per repetition (the bench's probe_rounds=, kept
+            # as text), where the bench logged all of them
+            logged = [[s.get("rep", i), s["probe_rounds"]] for i, s in enumerate(members)
+                      if isinstance(s.get("probe_rounds"), str)]
+            if len(logged) == len(members) and \
+                    all(len(parse_rounds(text)) == s["rounds"] for (_, text), s in zip(logged, members)):
+                row["rounds_by_rep"] = logged
         rows.append(row)
     return rows
 
