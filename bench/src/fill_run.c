@@ -34,8 +34,6 @@ const struct fill_strategy fill_strategies[] = {
 	{ "auto", NULL, NULL, 0, 0, 1 },
 };
 
-/* What `auto` runs for a fill of `bytes` of memmap: the streaming copy
- * (movntdq, the kernel's memcpy_nontemporal() backend) or the template copy. */
 /*
  * What each probe round of the sample measured, for the replay: chunk, lead-in,
  * first template and streaming pieces, second ones (0 after an early end), as
@@ -56,6 +54,34 @@ static void print_round_log(void)
 		       (unsigned long long)r[i].tmpl_ns[1], (unsigned long long)r[i].stream_ns[1]);
 }
 
+/* splitmix64: the shuffle's generator, seeded per repetition and configuration */
+static uint64_t splitmix64(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* order[0..n): 0..n-1 in repetition 0, else a Fisher-Yates shuffle from seed */
+static void fill_order(int *order, int n, int rep, uint64_t seed)
+{
+	for (int i = 0; i < n; i++)
+		order[i] = i;
+	if (!rep)
+		return;
+	for (int i = n - 1; i > 0; i--) {
+		int j = (int)(splitmix64(&seed) % (uint64_t)(i + 1));
+		int t = order[i];
+
+		order[i] = order[j];
+		order[j] = t;
+	}
+}
+
+/* What `auto` runs for a fill of `bytes` of memmap: the streaming copy
+ * (movntdq, the kernel's memcpy_nontemporal() backend) or the template copy. */
 static int auto_streams(const struct fill_strategy *fs, size_t bytes)
 {
 	return bytes >= auto_min[fs->placement];
@@ -96,12 +122,16 @@ int layout_order(const char *layout, int *pre)
 }
 
 /* The fill samples of repetition rep: every size, layout, destination,
- * thread count, split and strategy once; the strategies in an order that
- * rotates with rep, so that none always runs after the same others (what a
- * fill leaves behind, in the caches, the prefetchers or the host, is then
- * not always the same strategy's to pay). */
+ * thread count, split and strategy once. Repetition 0 runs the strategies
+ * in the order given (the tables list them in it), the others in an order
+ * shuffled per repetition and configuration (seeded, so a run repeats), so
+ * that no strategy always runs at the same place or after the same one: what
+ * a fill leaves behind, in the host or the prefetchers, is then not always
+ * the same strategy's to pay. */
 void fill_samples(struct opts *o, int rep, char *buf, int avx512)
 {
+	uint64_t config = 0;
+
 	for (int si = 0; si < o->n_sizes; si++) {
 		size_t size = parse_size(o->sizes[si]);
 		/* small destinations: several timed passes per sample */
@@ -124,8 +154,12 @@ void fill_samples(struct opts *o, int rep, char *buf, int avx512)
 					for (int xi = 0; xi < o->n_splits; xi++) {
 						int xsplit = strcmp(o->splits[xi], "even") ? SPLIT_CHUNKED : SPLIT_EVEN;
 
+						int order_of[MAX_LIST];
+
+						fill_order(order_of, o->n_fills, rep,
+							   (uint64_t)rep << 32 | config++);
 						for (int fi = 0; fi < o->n_fills; fi++) {
-							int f = (fi + rep) % o->n_fills;
+							int f = order_of[fi];
 							const struct fill_strategy *fs = find_fill(o->fills[f]);
 							fill_fn fn = strategy_fn(fs, pre, size);
 							/* the learning auto runs on the kernel's chunks */

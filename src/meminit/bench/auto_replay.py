@@ -18,7 +18,10 @@ which the live sweep on this machine checks (`probe T/S` against `range T/S`).
 
 Where the sweep logged every round (`probe_rounds=`, bench since 2026-11-27), the verdicts are
 judged round by round instead ("rounds"): each round's own pieces against the rule, its early
-end included, and per repetition the share of the records each mode wrote follows from them. A
+end included, and per repetition the share of the records each mode wrote follows from them.
+The pieces are the sweep's: a policy with other piece sizes (--probe, --lead) is charged its
+own, but judged on what the sweep's pieces measured, and a round the sweep ended early counts
+as one pair whatever the policy's early end. A
 rule whose margin sits inside the rounds' spread streams some rounds and not others, which the
 probes' sums, one verdict for all, cannot show (`live S`: what the sweep's own auto streamed).
 """
@@ -74,7 +77,7 @@ def _chunks(policy: Policy, records: int, order: int, threads: int) -> Iterator[
     thread has chunk 0's verdict by then)."""
     unit = 1 << order
     chunk = _chunk_pages(policy, order)
-    per_round = _round_up(policy.lead, unit) + policy.pieces * _round_up(policy.probe, unit)
+    per_round = policy.pieces // 2 * _round_up(policy.lead, unit) + policy.pieces * _round_up(policy.probe, unit)
     for idx in range(-(-records // chunk)):
         size = min(chunk, records - idx * chunk)
         yield idx, size, not (idx & (idx - 1) or (idx == 1 and threads == 1)) and size >= per_round
@@ -113,7 +116,7 @@ def round_verdict(policy: Policy, rnd: bench_stats.Round, late: bool) -> tuple[b
     """(streams, pairs) of a logged round under the policy: its early end from the first pair
     (a round the bench ended early has no second pair to go on: the first decides)."""
     _chunk, lead, t0, s0, t1, s1 = rnd
-    if decided(policy, lead, t0, s0, late) or not (t1 and s1):
+    if decided(policy, lead, t0, s0, late) or (t1 == 0 and s1 == 0):
         return streams(policy, t0, s0, late), 1
     return streams(policy, min(t0, t1), min(s0, s1), late), policy.pieces // 2
 
@@ -221,11 +224,12 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
     # the share streaming writes, per repetition: one for all from the probes' sums, or each
     # repetition's from its logged rounds
     shares = dict.fromkeys(keys, in_stream / records)
-    logged = _logged_shares(policy, auto, records, order, tmpl["threads"], late, keys)
-    if logged:
+    logged = _logged_shares(policy, auto, records, order, tmpl["threads"], late)
+    if logged and None not in keys and all(k in logged for k in keys):
         shares, source = logged, "rounds"
-        # over the repetitions, as the sweep's streamed share counts it
-        share = statistics.fmean(shares.values())
+        # over every repetition, as the sweep's streamed share counts it (the pairs leave out
+        # the disturbed ones)
+        share = statistics.fmean(logged.values())
         s = share > 0.5
         mode, other = ("streaming" if s else "template"), (1 - share if s else share)
     best = stream if stream["median"] > tmpl["median"] else tmpl
@@ -248,20 +252,17 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
 
 
 def _logged_shares(policy: Policy, auto: dict | None, records: int, order: int, threads: int,
-                   late: int | None, keys: list) -> dict | None:
+                   late: int | None) -> dict | None:
     """Per repetition, streamed_by_rounds() of the rounds the sweep logged in it; None unless
-    every repetition has its rounds (all of them: the bench logs at most 1024 per sample)."""
-    by_rep = (auto or {}).get("rounds_by_rep")
-    if not by_rep or None in keys:
-        return None
-    logged = {rep: bench_stats.parse_rounds(text) for rep, text in by_rep}
+    the sweep logged them (all of them: the bench logs at most 1024 per sample) and they can
+    judge the policy's schedule."""
     shares = {}
-    for k in keys:
-        share = streamed_by_rounds(policy, records, order, threads, late, logged[k]) if k in logged else None
+    for rep, text in (auto or {}).get("rounds_by_rep") or []:
+        share = streamed_by_rounds(policy, records, order, threads, late, bench_stats.parse_rounds(text))
         if share is None:
             return None
-        shares[k] = share
-    return shares
+        shares[rep] = share
+    return shares or None
 
 
 def replay_rows(policy: Policy, rows: list[dict], llc_bytes: int | None = None) -> list[dict]:

@@ -119,7 +119,7 @@ def auto_table(autos: list[dict]) -> str:
             "auto: learns on its chunks, chose = share of records streamed); x best, x template: "
             "median of the per-repetition ratios (samples below "
             f"{100 * MIN_ON_CPU:.0f}% on-CPU dropped); bar: ok when that median >= {AUTO_BAR}, noise "
-            "when only the 6th of 7 sorted ratios is (the floor(6n/7)-th of n), against the best and against "
+            "when only the 6th of 7 sorted ratios is (2 of 7 of them at or above it), against the best and against "
             "template; probe T/S, "
             "range T/S: template's time over streaming's in auto's probes and over the whole range; "
             f"thr 2*: the kernel keeps a range that writes fewer than {KERNEL_MT_MIN_RECORDS} struct "
@@ -145,8 +145,9 @@ def auto_bar(autos: list[dict]) -> str:
     noise = sum(a.get("verdict") == "noise" for a in autos)
     return (f"worst x best {worst['ratio_best']:.2f}x ({worst['layout']} {worst['dest']} "
             f"{format_size(worst['size'])} t{worst['threads']}{'*' if worst.get('forced') else ''}, "
-            f"noise pair {worst['ratio_best'] * (1 + worst['noise']):.2f}x), "
-            f"bar met in {len(autos) - misses}/{len(autos)} configurations ({noise} within noise"
+            + (f"noise pair {worst['ratio_best'] * (1 + worst['noise']):.2f}x), " if worst.get("pairs", 0) >= 3
+               else "too few pairs for noise), ")
+            + f"bar met in {len(autos) - misses}/{len(autos)} configurations ({noise} within noise"
             + (f"; {forced} of the misses on threads the kernel uses there only when forced" if forced else "")
             + ")")
 

@@ -255,7 +255,7 @@ def add_run(path: Path, source: str | None = None, cpu_model: str | None = None,
     # recorded run
     when = str(summary.get("date") or "undated")
     base = summary["slug"]
-    for suffix in ("", f"-{when[:10]}", f"-{when[:10]}-{when[11:13]}{when[14:16]}"):
+    for suffix in ("", f"-{when[:10]}") + ((f"-{when[:10]}-{when[11:13]}{when[14:16]}",) if when[11:16] else ()):
         summary["slug"] = base + suffix
         existing = RESULTS_DIR / f"{summary['slug']}.json"
         if not existing.exists() or json.loads(existing.read_text()).get("source") == summary["source"]:

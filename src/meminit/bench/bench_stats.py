@@ -5,7 +5,6 @@ the parsed samples (benchbin), so tests check them without running anything.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections import defaultdict
 
@@ -229,10 +228,9 @@ def crossover(rows: list[dict], stream: str = STREAMING, plain: str = "template"
 
 # issue 33's bar: per interleaved repetition, auto's rate over the better mode's (the mode with
 # the better median); the median of those pairs at least AUTO_BAR, or "within noise" when the
-# pair at NOISE_QUANTILE of the sorted pairs (the 6th of 7) is; samples below MIN_ON_CPU are dropped
+# 6th of 7 sorted pairs is (noise_pair()); samples below MIN_ON_CPU are dropped
 AUTO_BAR = 0.97
 MIN_ON_CPU = 0.95
-NOISE_QUANTILE = 6 / 7
 
 
 def rates_by_rep(row: dict) -> dict:
@@ -254,12 +252,14 @@ def paired_ratios(row: dict, ref: dict) -> list[float]:
 
 
 def noise_pair(pairs: list[float]) -> float | None:
-    """The pair the noise verdict looks at: the floor(6n/7)-th of n sorted pairs (the 6th of 7,
-    the second best of 3 to 6, the 12th of 15: more repetitions make no laxer test), None
-    under three."""
-    if len(pairs) < 3:
+    """The pair the noise verdict looks at: the one with ceil(2n/7), and at least two, of the n
+    sorted pairs at or above it (the 6th of 7, the second best of 3 to 6, the 11th of 14
+    and of 15), so that more repetitions, or fewer after dropping disturbed ones, never ask
+    fewer of them to reach the bar than 2 of 7; None under three."""
+    n = len(pairs)
+    if n < 3:
         return None
-    return pairs[math.floor(round(NOISE_QUANTILE * len(pairs), 9)) - 1]
+    return pairs[n - max(2, -(-2 * n // 7))]
 
 
 def bar_verdict(pairs: list[float]) -> str:
