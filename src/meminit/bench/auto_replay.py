@@ -70,14 +70,27 @@ def _chunk_pages(policy: Policy, order: int) -> int:
     return _round_up(policy.chunk_pages, max(1 << order, 512))
 
 
+def _pieces(policy: Policy, order: int) -> tuple[int, int]:
+    """(struct pages of a timed piece, of a lead-in): whole compound pages, as the kernel's."""
+    return _round_up(policy.probe, 1 << order), _round_up(policy.lead, 1 << order)
+
+
+def _chunk_with_round(policy: Policy, order: int, size: int, pairs: int, streams_rest: bool) -> tuple[int, int]:
+    """(template records, streaming records) of a chunk of `size` that starts with a round of
+    `pairs` pairs (a lead-in, a template and a streaming piece each), the rest in its verdict."""
+    probe, lead = _pieces(policy, order)
+    rest = size - pairs * (lead + 2 * probe)
+    return pairs * (lead + probe) + (0 if streams_rest else rest), pairs * probe + (rest if streams_rest else 0)
+
+
 def _chunks(policy: Policy, records: int, order: int, threads: int) -> Iterator[tuple[int, int, bool]]:
     """(index, struct pages, whether it starts with a round) of every chunk of a range: a round
     in chunk 0 and every power-of-two chunk with room for two lead-ins and the pieces; in chunk
     1 only on several threads, where a second thread takes it while chunk 0's round runs (one
     thread has chunk 0's verdict by then)."""
-    unit = 1 << order
+    probe, lead = _pieces(policy, order)
     chunk = _chunk_pages(policy, order)
-    per_round = policy.pieces // 2 * _round_up(policy.lead, unit) + policy.pieces * _round_up(policy.probe, unit)
+    per_round = policy.pieces // 2 * lead + policy.pieces * probe
     for idx in range(-(-records // chunk)):
         size = min(chunk, records - idx * chunk)
         yield idx, size, not (idx & (idx - 1) or (idx == 1 and threads == 1)) and size >= per_round
@@ -88,7 +101,7 @@ def schedule(policy: Policy, records: int, order: int, early: bool = False,
     """(template records, streaming records) the probe rounds write in a range of `records`
     struct pages of compound order `order` (whole compound pages per piece, _chunks()' rounds);
     early: every round stopped after its first pair."""
-    probe, lead = _round_up(policy.probe, 1 << order), _round_up(policy.lead, 1 << order)
+    probe, lead = _pieces(policy, order)
     pairs = 1 if early else policy.pieces // 2
     rounds = sum(has_round for _idx, _size, has_round in _chunks(policy, records, order, threads))
     return rounds * pairs * (lead + probe), rounds * pairs * probe
@@ -134,7 +147,6 @@ def streamed_by_rounds(policy: Policy, records: int, order: int, threads: int, l
     fills = len(by_chunk.get(0, []))
     if not fills:
         return None
-    probe, lead = _round_up(policy.probe, 1 << order), _round_up(policy.lead, 1 << order)
     tmpl = stream = 0.0
     follow = 0.0  # share of the fills in which the chunks after the last round stream
     for idx, size, has_round in _chunks(policy, records, order, threads):
@@ -145,10 +157,8 @@ def streamed_by_rounds(policy: Policy, records: int, order: int, threads: int, l
         in_t = in_s = wins = 0.0
         for rnd in logged:
             won, pairs = round_verdict(policy, rnd, late is not None and idx >= late)
-            rest = size - pairs * (lead + 2 * probe)
-            in_t += pairs * (lead + probe) + (0 if won else rest)
-            in_s += pairs * probe + (rest if won else 0)
-            wins += won
+            t, s = _chunk_with_round(policy, order, size, pairs, won)
+            in_t, in_s, wins = in_t + t, in_s + s, wins + won
         if logged:
             in_t, in_s, wins = in_t / len(logged), in_s / len(logged), wins / len(logged)
         tmpl += ran * in_t + (1 - ran) * (1 - follow) * size
@@ -173,7 +183,6 @@ def split(policy: Policy, records: int, order: int, verdicts: tuple[bool, bool],
     on), every other chunk in the verdict of the last round before it, template before any.
     early: the rounds end after their first pair; early_late: the late ones do (default: as
     early; a late round ends early only where streaming won decisively)."""
-    probe, lead = _round_up(policy.probe, 1 << order), _round_up(policy.lead, 1 << order)
     early_late = early if early_late is None else early_late
     tmpl = stream = 0
     mode = False
@@ -182,13 +191,10 @@ def split(policy: Policy, records: int, order: int, verdicts: tuple[bool, bool],
             is_late = late is not None and idx >= late
             mode = verdicts[is_late]
             pairs = 1 if (early_late if is_late else early) else policy.pieces // 2
-            tmpl += pairs * (lead + probe)
-            stream += pairs * probe
-            size -= pairs * (lead + 2 * probe)
-        if mode:
-            stream += size
+            t, s = _chunk_with_round(policy, order, size, pairs, mode)
         else:
-            tmpl += size
+            t, s = (0, size) if mode else (size, 0)
+        tmpl, stream = tmpl + t, stream + s
     return tmpl, stream
 
 
