@@ -10,7 +10,10 @@
  * whole compound pages, each pair a template lead-in of at least
  * auto_probe_lead records (the first timed), a timed template piece and a timed streaming
  * piece (drained before the clock is read, and MFENCE before every clock
- * read, so that every piece's stores are paid for).  The round's winner
+ * read, so that every piece's stores are paid for); the second pair times its
+ * streaming piece first, so that the round ends on a template piece whose
+ * stream the rest of a chunk template wins goes on with (--auto-order).
+ * The round's winner
  * fills the rest of its chunk; every other chunk follows the round of the
  * highest chunk finished so far; streaming wins only if its faster piece
  * beats template's faster piece by more than a 1/32 margin.  Before the
@@ -58,9 +61,11 @@ unsigned long auto_probe_min = AUTO_PROBE_RECORDS;
 unsigned long auto_probe_lead = AUTO_PROBE_RECORDS;
 unsigned long auto_probe_late;	/* 0: as auto_probe_min */
 unsigned long auto_late_llcs = AUTO_LATE_LLCS;
+unsigned long auto_late_margin_den = AUTO_LATE_MARGIN_DEN;
 size_t auto_llc_override;
 __thread int auto_timing_streaming;
 int auto_walk_rule = AUTO_WALK_LLC;	/* --auto-walk-share */
+int auto_stream_first = 1;	/* --auto-order: second-stream-first, as patch 11 */
 /* the round of the highest chunk so far: chunk << 1 | streaming won; -1 none */
 static _Atomic long verdict = -1;
 static struct auto_round_record round_log[AUTO_LOG_ROUNDS];
@@ -136,7 +141,7 @@ int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2], i
 
 	/* BUG_AUTO_LATE_IGNORED: past the LLC as before it */
 	if (late && bug != BUG_AUTO_LATE_IGNORED)
-		return t * AUTO_LATE_MARGIN_DEN >= s * (AUTO_LATE_MARGIN_DEN - 1);
+		return t * auto_late_margin_den >= s * (auto_late_margin_den - 1);
 	return s * AUTO_MARGIN_DEN < t * (AUTO_MARGIN_DEN - 1);
 }
 
@@ -218,6 +223,52 @@ static uint64_t walk_piece(const struct auto_fns *fn, const struct fill_job *pie
 	return clock() - t0;
 }
 
+/* Time one probe piece: drained if streaming, read back for the walk hint. */
+static uint64_t probe_piece(const struct fill_job *j, const struct fill_job *piece, int st,
+			    const struct auto_fns *fn, uint64_t (*clock)(void))
+{
+	uint64_t t0;
+
+	/* as the kernel's mb(): the previous piece's stores are not this
+	 * one's to pay for, and this one's are */
+	auto_timing_streaming = st;
+	__builtin_ia32_mfence();
+	t0 = clock();
+	(st ? fn->stream : fn->tmpl)(piece);
+	if (st)
+		fn->drain();
+	if (fn->walk && j->bug != BUG_AUTO_NO_WALK)
+		return walk_piece(fn, piece, clock, t0);
+	__builtin_ia32_mfence();
+	return clock() - t0;
+}
+
+/*
+ * The template lead-in before a timed template piece at piece->start_pfn:
+ * trains the prefetchers on the template stream; the first of a round is
+ * timed, per probe's worth of records (*lead_ns).
+ */
+static void lead_in(struct fill_job *piece, unsigned long lead, unsigned long probe,
+		    const struct auto_fns *fn, uint64_t (*clock)(void), uint64_t *lead_ns)
+{
+	uint64_t t0;
+
+	piece->nr_pages = lead;
+	if (lead_ns && lead) {
+		auto_timing_streaming = 0;
+		__builtin_ia32_mfence();
+		t0 = clock();
+		fn->tmpl(piece);
+		__builtin_ia32_mfence();
+		*lead_ns = (clock() - t0) * probe / lead;
+	} else {
+		fn->tmpl(piece);
+	}
+	count(lead, 0);
+	piece->start_pfn += lead;
+	piece->nr_pages = probe;
+}
+
 void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const struct auto_fns *fn,
 		     uint64_t (*clock)(void))
 {
@@ -231,52 +282,35 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 		int late = idx >= fn->late_chunk;
 		uint64_t ns[2][2], lead_ns = 0;
 		struct fill_job piece = j;
-		int pieces;
+		int pieces = 0;
 
-		for (pieces = 0; pieces < AUTO_PIECES; pieces++) {
-			int st = pieces & 1;
-			uint64_t t0;
-
-			if (!st) {
-				/* trains the prefetchers on the template stream; the
-				 * first is timed, per probe's worth of records */
-				piece.nr_pages = lead;
-				if (!pieces && lead) {
-					auto_timing_streaming = 0;
-					__builtin_ia32_mfence();
-					t0 = clock();
-					fn->tmpl(&piece);
-					__builtin_ia32_mfence();
-					lead_ns = (clock() - t0) * probe / lead;
-				} else {
-					fn->tmpl(&piece);
-				}
-				count(lead, 0);
-				piece.start_pfn += lead;
-				piece.nr_pages = probe;
+		for (int pair = 0; pair < AUTO_PIECES / 2; pair++) {
+			/*
+			 * --auto-order: pairs from auto_stream_first on time their
+			 * streaming piece first, then the lead-in and the template
+			 * piece, so that the rest of a chunk template wins
+			 * continues the template stream instead of starting a
+			 * new one after a streaming piece
+			 */
+			if (pair >= auto_stream_first) {
+				ns[1][pair] = probe_piece(&j, &piece, 1, fn, clock);
+				count(probe, 1);
+				piece.start_pfn += probe;
 			}
-			/* as the kernel's mb(): the previous piece's stores are
-			 * not this one's to pay for, and this one's are */
-			auto_timing_streaming = st;
-			__builtin_ia32_mfence();
-			t0 = clock();
-			(st ? fn->stream : fn->tmpl)(&piece);
-			if (st)
-				fn->drain();
-			if (fn->walk && j.bug != BUG_AUTO_NO_WALK) {
-				ns[st][pieces >> 1] = walk_piece(fn, &piece, clock, t0);
-			} else {
-				__builtin_ia32_mfence();
-				ns[st][pieces >> 1] = clock() - t0;
-			}
-			count(probe, st);
+			lead_in(&piece, lead, probe, fn, clock, pair ? NULL : &lead_ns);
+			ns[0][pair] = probe_piece(&j, &piece, 0, fn, clock);
+			count(probe, 0);
 			piece.start_pfn += probe;
-			if (pieces == 1 &&
-			    auto_round_decided(lead_ns, ns[0][0], ns[1][0], late) &&
+			if (pair < auto_stream_first) {
+				ns[1][pair] = probe_piece(&j, &piece, 1, fn, clock);
+				count(probe, 1);
+				piece.start_pfn += probe;
+			}
+			pieces += 2;
+			if (!pair && auto_round_decided(lead_ns, ns[0][0], ns[1][0], late) &&
 			    j.bug != BUG_AUTO_NO_EARLY) {
 				ns[0][1] = ns[0][0];
 				ns[1][1] = ns[1][0];
-				pieces++;
 				break;
 			}
 		}

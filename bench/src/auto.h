@@ -7,7 +7,7 @@
 #include "page.h"
 
 #define AUTO_PROBE_RECORDS 256	/* default: at least 16 KiB of struct pages per piece */
-#define AUTO_PIECES 4		/* per round: template, streaming, template, streaming */
+#define AUTO_PIECES 4		/* per round: two template, two streaming (--auto-order) */
 #define AUTO_MARGIN_DEN 32	/* streaming must be more than 1/32 faster */
 #define AUTO_DECISIVE 2		/* a first pair this far apart ends the round */
 /* rounds of chunks that start AUTO_LATE_LLCS x the LLC into the range keep
@@ -40,6 +40,8 @@ extern unsigned long auto_probe_lead;
 extern unsigned long auto_probe_late;
 /* --auto-late-llcs: AUTO_LATE_LLCS, 0 for no late margin (as patch 11 before 2026-11-27) */
 extern unsigned long auto_late_llcs;
+/* --auto-late-margin: AUTO_LATE_MARGIN_DEN, the late rounds' margin is 1/this */
+extern unsigned long auto_late_margin_den;
 /* for verify: the LLC size auto assumes instead of the CPU's (0: the CPU's) */
 extern size_t auto_llc_override;
 /* for verify's clocks: the piece being timed on this thread is a streaming one */
@@ -52,6 +54,11 @@ extern __thread int auto_timing_streaming;
  */
 enum { AUTO_WALK_FULL, AUTO_WALK_LLC, AUTO_WALK_FRACTION };
 extern int auto_walk_rule;
+/* --auto-order: the pairs of a round from this one on time their streaming
+ * piece first, then the lead-in and the template piece (1: the second pair,
+ * second-stream-first, as patch 11; 2: none, lead-first, patch 11 until
+ * 2026-11-27; 0: both, stream-first) */
+extern int auto_stream_first;
 
 /* What auto did in the fills since auto_reset(), over all threads. */
 struct auto_stats {

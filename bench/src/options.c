@@ -101,7 +101,8 @@ int parse_opts(int argc, char **argv, struct opts *o)
 		{ "auto-dram-min", 1, 0, 'D' }, { "clear-fault", 1, 0, 'q' },
 		{ "auto-probe", 1, 0, 'P' }, { "auto-lead", 1, 0, 'L' },
 		{ "auto-probe-late", 1, 0, 'T' }, { "auto-walk-share", 1, 0, 'W' },
-		{ "auto-late-llcs", 1, 0, 'Y' },
+		{ "auto-late-llcs", 1, 0, 'Y' }, { "auto-order", 1, 0, 'O' },
+		{ "auto-late-margin", 1, 0, 'G' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -130,6 +131,23 @@ int parse_opts(int argc, char **argv, struct opts *o)
 		case 'L': auto_probe_lead = strtoul(optarg, NULL, 0); break;
 		case 'T': auto_probe_late = strtoul(optarg, NULL, 0); break;
 		case 'Y': auto_late_llcs = strtoul(optarg, NULL, 0); break;
+		case 'G':
+			auto_late_margin_den = strtoul(optarg, NULL, 0);
+			if (auto_late_margin_den < 2)
+				die("--auto-late-margin wants the denominator of the margin, 2 or more, "
+				    "not '%s'", optarg);
+			break;
+		case 'O':
+			if (!strcmp(optarg, "stream-first"))
+				auto_stream_first = 0;
+			else if (!strcmp(optarg, "second-stream-first"))
+				auto_stream_first = 1;
+			else if (!strcmp(optarg, "lead-first"))
+				auto_stream_first = 2;
+			else
+				die("unknown --auto-order '%s' (lead-first, second-stream-first, "
+				    "stream-first)", optarg);
+			break;
 		case 'W':
 			if (!strcmp(optarg, "full"))
 				auto_walk_rule = AUTO_WALK_FULL;

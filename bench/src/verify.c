@@ -79,7 +79,8 @@ static void check_reference(const struct page *map, unsigned long nr, unsigned i
  * A clock for the learning auto that makes every thread's rounds alternate:
  * streaming wins its odd rounds, template its even ones, so a range mixes
  * both modes chunk by chunk.  Ten readings per round, two for each of the
- * timed lead-in (template) and the four pieces, T, S, T, S.
+ * timed lead-in (template) and the four pieces, whatever their order
+ * (--auto-order): auto.c says which kind each timed piece is.
  */
 #define FULL_ROUND_READS (2 * (1 + AUTO_PIECES))
 
@@ -105,11 +106,48 @@ static unsigned long script_read(void)
 
 static _Atomic unsigned long flip_stream_rounds;	/* rounds the clock made streaming win */
 
+/*
+ * The kinds of the timed pieces of the first full round a thread ran under
+ * the flipping clock, bit k set if the k-th was streaming (the first lead-in
+ * is template), with ORDER_SEEN set: the first thread to finish one stores
+ * it (fill by fill, reset by the caller).
+ */
+#define ORDER_SEEN 0x100u
+static _Atomic unsigned int flip_round_order;
+static __thread unsigned int order_bits;
+
+/* the order --auto-order asks for: pairs from auto_stream_first on time S first */
+static unsigned int expected_round_order(void)
+{
+	unsigned int bits = 0, k = 0;
+
+	for (int pair = 0; pair < AUTO_PIECES / 2; pair++) {
+		int lead = !pair;	/* only the first lead-in is timed */
+
+		if (pair >= auto_stream_first)
+			bits |= 1u << k++;
+		k += lead + 1;		/* the lead-in (if timed) and the template piece */
+		if (pair < auto_stream_first)
+			bits |= 1u << k++;
+	}
+	return bits | ORDER_SEEN;
+}
+
 static uint64_t flip_clock(void)
 {
-	unsigned long n = script_read(), timed = n / 2 % (1 + AUTO_PIECES);
+	unsigned long n = script_read();
 	unsigned long round = n / FULL_ROUND_READS;
-	int stream_piece = timed && !(timed & 1);
+	int stream_piece = auto_timing_streaming;
+
+	if (!n)
+		order_bits = 0;
+	if (!round && !(n % 2) && auto_timing_streaming)
+		order_bits |= 1u << (n / 2);
+	if (n == FULL_ROUND_READS - 1) {
+		unsigned int unset = 0;
+
+		atomic_compare_exchange_strong(&flip_round_order, &unset, order_bits | ORDER_SEEN);
+	}
 
 	if (n % 2)
 		script_now += stream_piece == (int)(round % 2) ? 50 : 60;
@@ -121,11 +159,11 @@ static uint64_t flip_clock(void)
 /* Clocks under which the first pair of every round is decisive, the
  * streaming piece three times the template piece's (and the timed
  * lead-in's) time or the other way round: every round must end after that
- * pair, with the faster mode.  Six readings per round: lead-in, T, S. */
+ * pair, with the faster mode. */
 static uint64_t decisive_clock(int stream_wins)
 {
 	unsigned long n = script_read();
-	int stream_piece = n / 2 % 3 == 2;
+	int stream_piece = auto_timing_streaming;
 
 	if (n % 2)
 		script_now += stream_piece == stream_wins ? 50 : 150;
@@ -135,12 +173,19 @@ static uint64_t decisive_clock(int stream_wins)
 /* A clock under which the modes tie but the first template piece of every
  * round is disturbed (three times the others): the lead-in's time shows it,
  * so no round may end early, and template must win every round. */
+static __thread unsigned long template_reads;	/* in this round, by disturbed_clock() */
+
 static uint64_t disturbed_clock(void)
 {
 	unsigned long n = script_read();
 
-	if (n % 2)
-		script_now += n % FULL_ROUND_READS == 3 ? 150 : 50;
+	if (!(n % FULL_ROUND_READS))
+		template_reads = 0;
+	/* the second template reading pair: lead-in first, then this piece */
+	if (!auto_timing_streaming && template_reads++ == 3)
+		script_now += 150;
+	else if (n % 2)
+		script_now += 50;
 	return script_now;
 }
 
@@ -305,6 +350,7 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 		chunk_req_pages = chunk_reqs[ci];
 		memset(buf, POISON, size + 2 * GUARD);
 		atomic_store(&flip_stream_rounds, 0);
+		atomic_store(&flip_round_order, 0);
 		/* walk: a read-back fill (each chunk, or the whole range after the
 		 * fill), whose hint makes auto read back every probe piece */
 		atomic_fetch_add(&clock_gen, 1);
@@ -327,7 +373,8 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 				a.pieces == a.rounds * AUTO_PIECES / 2;
 		else
 			right = !flip || (a.rounds >= 2 && a.streamed && a.streamed < a.records &&
-					  a.stream_rounds == atomic_load(&flip_stream_rounds));
+					  a.stream_rounds == atomic_load(&flip_stream_rounds) &&
+					  atomic_load(&flip_round_order) == expected_round_order());
 		/* no read-back where the range outgrows this machine's LLC */
 		hinted = walk && auto_walk_share(nr * 64, llc_bytes());
 		right = right && a.walked == (hinted ? a.pieces : 0) &&
@@ -343,6 +390,8 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 			 !learns ? ": learned where no round fits" : flip == 4 ?
 			 ": one disturbed template piece ended a round with streaming" : flip >= 2 ?
 			 ": rounds did not end with the faster mode at a decisive first pair" :
+			 atomic_load(&flip_round_order) != expected_round_order() ?
+			 ": a round timed its pieces out of the --auto-order order" :
 			 ": did not mix the modes as the clock said");
 		report(ok && right, what);
 	}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from meminit.core import plotting
-from meminit.bench.bench_stats import (AUTO_BAR, KERNEL_MT_MIN_RECORDS, MIN_ON_CPU, CLEAR_612, KERNEL_COOPERATIVE_UNIT, STREAMING, auto_rows,
+from meminit.bench.bench_stats import (AUTO_BAR, BEST_TWIN, KERNEL_MT_MIN_RECORDS, MIN_ON_CPU, CLEAR_612, KERNEL_COOPERATIVE_UNIT, STREAMING, auto_rows,
                                  best_fill, clear_folio, crossover, dest_rank, limit_for, thread_scaling)
 from meminit.core.tables import render_table
 from meminit.core.units import format_size
@@ -116,7 +116,10 @@ def auto_table(autos: list[dict]) -> str:
         return ""
     return ("auto against the better of template/"
             f"{STREAMING} (by median) in the same run and split (auto-altmap/auto-dram: the size rule; "
-            "auto: learns on its chunks, chose = share of records streamed); x best, x template: "
+            "auto: learns on its chunks, chose = share of records streamed; "
+            f"{BEST_TWIN}: the better mode's twin, the same code under another name, against it: "
+            "what an oracle that chose right at no cost scores, so its misses are the bar's own "
+            "noise in this run); x best, x template: "
             "median of the per-repetition ratios (samples below "
             f"{100 * MIN_ON_CPU:.0f}% on-CPU dropped); bar: ok when that median >= {AUTO_BAR}, noise "
             "when only the 6th of 7 sorted ratios is (2 of 7 of them at or above it), against the best and against "

@@ -26,7 +26,8 @@ TABLE_BEGIN = "<!-- cpu-table:begin -->"
 TABLE_END = "<!-- cpu-table:end -->"
 # what the cross-CPU table shows, in this order; movntdq is the kernel's streaming store
 TABLE_STRATEGIES = ("slow", "template", bench_stats.STREAMING, "auto")
-KEPT_STRATEGIES = TABLE_STRATEGIES + ("auto-altmap", "auto-dram")
+KEPT_STRATEGIES = TABLE_STRATEGIES + ("auto-altmap", "auto-dram") + tuple(
+    st + bench_stats.TWIN_SUFFIX for st in ("template", bench_stats.STREAMING))
 ROW_FIELDS = ("strategy", "layout", "dest", "size", "threads", "split", "section", "min", "median", "max",
               "n", "chose", "streamed_share", "by_rep", "probe_tmpl_ns", "probe_stream_ns", "probe_records",
               "rounds_by_rep")
@@ -138,11 +139,14 @@ def label(summary: dict) -> str:
 
 def auto_verdict(summary: dict) -> str:
     """The issue-14 bar for the learning auto on this CPU, from the summary's rows."""
-    autos = [a for a in bench_stats.auto_rows([{"kind": "fill", **r} for r in summary["rows"]])
-             if a["strategy"] == "auto"]
+    rows = bench_stats.auto_rows([{"kind": "fill", **r} for r in summary["rows"]])
+    autos = [a for a in rows if a["strategy"] == "auto"]
     if not autos:
         return "learning auto not measured"
-    return f"learning auto: {bench_render.auto_bar(autos)}"
+    twins = [a for a in rows if a["strategy"] == bench_stats.BEST_TWIN]
+    return f"learning auto: {bench_render.auto_bar(autos)}" + (
+        f"; the better mode's twin (the bar's own noise): met in "
+        f"{sum(a['passes'] for a in twins)}/{len(twins)}" if twins else "")
 
 
 def cpu_table(summaries: list[dict]) -> str:

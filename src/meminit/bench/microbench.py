@@ -24,7 +24,7 @@ from typing import Any
 
 from meminit.core import proc, results
 from meminit.bench.bench_render import plot, render_report
-from meminit.bench.bench_stats import (STREAMING, add_clear_612, add_ratios, auto_rows, crossover, machine_limit,
+from meminit.bench.bench_stats import (STREAMING, TWIN_SUFFIX, add_clear_612, add_ratios, auto_rows, crossover, machine_limit,
                                  summarize, thread_scaling)
 from meminit.bench.benchbin import BINARY, Output, parse_output, verify
 from meminit.core.errors import MeminitError
@@ -64,8 +64,10 @@ PROFILES = {
 }
 
 # --auto-sweep: issue 14's sweep, the learning auto against slow, template and streaming on the
-# kernel's chunks, in every size, layout and cache state, on 1 and 2 threads; nothing else
-AUTO_SWEEP = {"fill": f"slow,template,{STREAMING},auto", "threads": "1,2", "split": "chunked",
+# kernel's chunks, in every size, layout and cache state, on 1 and 2 threads; nothing else; and
+# the twins of template and streaming, so that the sweep measures the bar's own noise (BEST_TWIN)
+AUTO_SWEEP = {"fill": f"slow,template,{STREAMING},auto,template{TWIN_SUFFIX},{STREAMING}{TWIN_SUFFIX}",
+              "threads": "1,2", "split": "chunked",
               "dests": "cold,warm,walked", "clear": "none", "fault": "none", "scale_fill": "none"}
 
 # ---------------------------------------------------------------------- run
@@ -101,6 +103,10 @@ class MicrobenchRequest:
     auto_walk_share: str = "llc"
     # rounds this many LLCs into a range use the late margin (bench/src/auto.h AUTO_LATE_LLCS)
     auto_late_llcs: int = 2
+    # the late rounds keep template only if its piece is 1/auto_late_margin faster (AUTO_LATE_MARGIN_DEN)
+    auto_late_margin: int = 4
+    # the order of a round's pieces (bench/src/auto.h auto_stream_first), patch 11's
+    auto_order: str = "second-stream-first"
     nice: int = 0
     out: Path | None = None  # None: results/microbench-<UTC stamp>
     verify: bool = False
@@ -117,7 +123,8 @@ def option_values(req: MicrobenchRequest) -> dict:
 def bench_command(opts: dict, fault_kinds: list[str], movsb_block: str, pgmap_type: str,
                   auto_min: tuple[str | None, str | None] = (None, None),
                   clear_fault: str = "middle", auto_walk_share: str = "llc",
-                  auto_late_llcs: int = 2) -> list[str]:
+                  auto_late_llcs: int = 2, auto_late_margin: int = 4,
+                  auto_order: str = "second-stream-first") -> list[str]:
     cmd = [str(BINARY), "run", "--sizes", opts["sizes"], "--reps", str(opts["reps"]),
            "--threads", opts["threads"], "--layouts", opts["layouts"], "--dests", opts["dests"],
            "--fill", opts["fill"] or "none", "--clear", opts["clear"] or "none",
@@ -126,7 +133,8 @@ def bench_command(opts: dict, fault_kinds: list[str], movsb_block: str, pgmap_ty
            "--movsb-block", movsb_block, "--pgmap-type", pgmap_type,
            "--split", opts.get("split") or "even", "--chunk", opts.get("chunk") or "128M",
            "--clear-fault", clear_fault, "--auto-walk-share", auto_walk_share,
-           "--auto-late-llcs", str(auto_late_llcs)]
+           "--auto-late-llcs", str(auto_late_llcs), "--auto-late-margin", str(auto_late_margin),
+           "--auto-order", auto_order]
     for flag, value in zip(("--auto-altmap-min", "--auto-dram-min"), auto_min):
         if value:
             cmd += [flag, value]
@@ -188,7 +196,8 @@ def run(req: MicrobenchRequest) -> int:
     with HugetlbReservation(plan) as resv:
         run_kinds = [k for k in fault_kinds if k not in resv.skipped]
         cmds = [("", bench_command(opts, run_kinds, req.movsb_block, req.pgmap_type, auto_min,
-                                   req.clear_fault, req.auto_walk_share, req.auto_late_llcs))]
+                                   req.clear_fault, req.auto_walk_share, req.auto_late_llcs,
+                                   req.auto_late_margin, req.auto_order))]
         scale = scaling_command(opts, req.movsb_block, req.pgmap_type, auto_min)
         if scale:
             cmds.append(("scaling", scale))
@@ -231,6 +240,7 @@ def run(req: MicrobenchRequest) -> int:
                     "pgmap_type": req.pgmap_type, "quick": req.quick,
                     "auto_altmap_min": req.auto_altmap_min, "auto_dram_min": req.auto_dram_min,
                     "auto_walk_share": req.auto_walk_share, "auto_late_llcs": req.auto_late_llcs,
+                    "auto_late_margin": req.auto_late_margin, "auto_order": req.auto_order,
                     "commands": [c for _n, c, _l in sections]},
         "bench_info": out.info,
         "limit": limit,

@@ -22,7 +22,8 @@ def request_from(args: argparse.Namespace) -> microbench.MicrobenchRequest:
         quick=args.quick, auto_sweep=args.auto_sweep, profile={name: getattr(args, name) for name in microbench.PROFILES},
         movsb_block=args.movsb_block, pgmap_type=args.pgmap_type, clear_fault=args.clear_fault,
         auto_altmap_min=args.auto_altmap_min, auto_dram_min=args.auto_dram_min,
-        auto_walk_share=args.auto_walk_share, auto_late_llcs=args.auto_late_llcs, nice=args.nice,
+        auto_walk_share=args.auto_walk_share, auto_late_llcs=args.auto_late_llcs,
+        auto_late_margin=args.auto_late_margin, auto_order=args.auto_order, nice=args.nice,
         out=Path(args.out) if args.out else None, verify=args.verify, verify_size=args.verify_size)
 
 
@@ -95,6 +96,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "no probe pays for the write-backs template leaves past the LLC (patch "
                         "11); 0: every round needs streaming 1/32 faster (before 2026-11-27) "
                         "(default %(default)s)")
+    p.add_argument("--auto-late-margin", type=options.integer(2, 64), default=d.auto_late_margin,
+                   help="the late rounds keep template only if its probe is more than 1/N faster "
+                        "(patch 11's MEMMAP_AUTO_LATE_MARGIN; 8 was tried on 2026-11-27, "
+                        "docs/series.md) (default %(default)s)")
+    p.add_argument("--auto-order", default=d.auto_order,
+                   choices=["lead-first", "second-stream-first", "stream-first"],
+                   help="the order of a round's pieces: second-stream-first, the first pair a "
+                        "lead-in, a template and a streaming piece, the second its streaming piece "
+                        "first, so that a chunk template wins goes on from the round's last "
+                        "template piece (patch 11); lead-first, both pairs template first (patch "
+                        "11 until 2026-11-27); stream-first, both streaming first (docs/series.md, "
+                        "\"The bar's own noise\") (default %(default)s)")
     p.add_argument("--nice", type=options.integer(-20, 19, note="0: unchanged"), default=d.nice,
                    help="niceness for the benchmark's own session/autogroup (e.g. -10 on a busy "
                         "shared machine; negative values need root)")
