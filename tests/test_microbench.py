@@ -508,8 +508,8 @@ def test_auto_walk_share_reaches_the_bench():
     assert off[off.index("--auto-late-llcs") + 1] == "0"
     # patch 11's late margin and order of pieces by default; the others on request
     assert cmd[cmd.index("--auto-late-margin") + 1] == "4"
-    assert cmd[cmd.index("--auto-order") + 1] == "second-stream-first"
+    assert cmd[cmd.index("--auto-order") + 1] == "lead-first"
     other = mb.bench_command(mb.option_values(mb.MicrobenchRequest(auto_sweep=True)), [], "4K", "fsdax",
-                             auto_late_margin=8, auto_order="lead-first")
+                             auto_late_margin=8, auto_order="second-stream-first")
     assert other[other.index("--auto-late-margin") + 1] == "8"
-    assert other[other.index("--auto-order") + 1] == "lead-first"
+    assert other[other.index("--auto-order") + 1] == "second-stream-first"

@@ -10,10 +10,8 @@
  * whole compound pages, each pair a template lead-in of at least
  * auto_probe_lead records (the first timed), a timed template piece and a timed streaming
  * piece (drained before the clock is read, and MFENCE before every clock
- * read, so that every piece's stores are paid for); the second pair times its
- * streaming piece first, so that the round ends on a template piece whose
- * stream the rest of a chunk template wins goes on with (--auto-order).
- * The round's winner
+ * read, so that every piece's stores are paid for; --auto-order tries other
+ * orders).  The round's winner
  * fills the rest of its chunk; every other chunk follows the round of the
  * highest chunk finished so far; streaming wins only if its faster piece
  * beats template's faster piece by more than a 1/32 margin.  Before the
@@ -65,7 +63,7 @@ unsigned long auto_late_margin_den = AUTO_LATE_MARGIN_DEN;
 size_t auto_llc_override;
 __thread int auto_timing_streaming;
 int auto_walk_rule = AUTO_WALK_LLC;	/* --auto-walk-share */
-int auto_stream_first = 1;	/* --auto-order: second-stream-first, as patch 11 */
+int auto_stream_first = 2;	/* --auto-order: lead-first, as patch 11 */
 /* the round of the highest chunk so far: chunk << 1 | streaming won; -1 none */
 static _Atomic long verdict = -1;
 static struct auto_round_record round_log[AUTO_LOG_ROUNDS];
