@@ -221,11 +221,14 @@ static uint64_t walk_piece(const struct auto_fns *fn, const struct fill_job *pie
 	return clock() - t0;
 }
 
-/* Time one probe piece: drained if streaming, read back for the walk hint. */
-static uint64_t probe_piece(const struct fill_job *j, const struct fill_job *piece, int st,
+/*
+ * Write and time one probe piece at piece->start_pfn (drained if streaming,
+ * read back for the walk hint), count it and step past it.
+ */
+static uint64_t probe_piece(const struct fill_job *j, struct fill_job *piece, int st,
 			    const struct auto_fns *fn, uint64_t (*clock)(void))
 {
-	uint64_t t0;
+	uint64_t t0, ns;
 
 	/* as the kernel's mb(): the previous piece's stores are not this
 	 * one's to pay for, and this one's are */
@@ -235,10 +238,15 @@ static uint64_t probe_piece(const struct fill_job *j, const struct fill_job *pie
 	(st ? fn->stream : fn->tmpl)(piece);
 	if (st)
 		fn->drain();
-	if (fn->walk && j->bug != BUG_AUTO_NO_WALK)
-		return walk_piece(fn, piece, clock, t0);
-	__builtin_ia32_mfence();
-	return clock() - t0;
+	if (fn->walk && j->bug != BUG_AUTO_NO_WALK) {
+		ns = walk_piece(fn, piece, clock, t0);
+	} else {
+		__builtin_ia32_mfence();
+		ns = clock() - t0;
+	}
+	count(piece->nr_pages, st);
+	piece->start_pfn += piece->nr_pages;
+	return ns;
 }
 
 /*
@@ -282,6 +290,8 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 		struct fill_job piece = j;
 		int pieces = 0;
 
+		piece.nr_pages = probe;	/* lead_in() sets it again after a lead-in */
+
 		for (int pair = 0; pair < AUTO_PIECES / 2; pair++) {
 			/*
 			 * --auto-order: pairs from auto_stream_first on time their
@@ -290,20 +300,12 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 			 * continues the template stream instead of starting a
 			 * new one after a streaming piece
 			 */
-			if (pair >= auto_stream_first) {
+			if (pair >= auto_stream_first)
 				ns[1][pair] = probe_piece(&j, &piece, 1, fn, clock);
-				count(probe, 1);
-				piece.start_pfn += probe;
-			}
 			lead_in(&piece, lead, probe, fn, clock, pair ? NULL : &lead_ns);
 			ns[0][pair] = probe_piece(&j, &piece, 0, fn, clock);
-			count(probe, 0);
-			piece.start_pfn += probe;
-			if (pair < auto_stream_first) {
+			if (pair < auto_stream_first)
 				ns[1][pair] = probe_piece(&j, &piece, 1, fn, clock);
-				count(probe, 1);
-				piece.start_pfn += probe;
-			}
 			pieces += 2;
 			if (!pair && auto_round_decided(lead_ns, ns[0][0], ns[1][0], late) &&
 			    j.bug != BUG_AUTO_NO_EARLY) {
