@@ -96,3 +96,11 @@ def test_the_table_lives_on_the_results_page_not_in_the_tools_description():
     """bench/README.md describes the tool; the dated table across CPUs is bench/RESULTS.md's."""
     assert br.README == br.paths.BENCH_DIR / "RESULTS.md"
     assert br.TABLE_BEGIN not in (br.paths.BENCH_DIR / "README.md").read_text()
+
+
+def test_add_refuses_a_source_that_reads_as_a_command_line(tmp_path: Path):
+    """RESULTS.md shows each run's source, and tests/test_readme.py parses every `./meminit ...`
+    there as a command line: a source quoting one would break the tests only after the run is
+    added."""
+    with pytest.raises(MeminitError, match="without './'"):
+        br.add_run(tmp_path, source="./meminit microbench --auto-sweep at 56adf23")

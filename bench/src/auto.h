@@ -55,9 +55,9 @@ extern __thread int auto_timing_streaming;
 enum { AUTO_WALK_FULL, AUTO_WALK_LLC, AUTO_WALK_FRACTION };
 extern int auto_walk_rule;
 /* --auto-order: the pairs of a round from this one on time their streaming
- * piece first, then the lead-in and the template piece (2: none, lead-first,
- * as patch 11; 1: the second pair, second-stream-first; 0: both,
- * stream-first) */
+ * piece first, then the lead-in and the template piece (0: both,
+ * stream-first, as patch 11 since 2026-11-27; 1: the second pair,
+ * second-stream-first; 2: none, lead-first, patch 11 before) */
 extern int auto_stream_first;
 
 /* What auto did in the fills since auto_reset(), over all threads. */

@@ -189,6 +189,7 @@ int parse_opts(int argc, char **argv, struct opts *o)
 			else if (!strcmp(optarg, "auto-walk-share")) bug = BUG_AUTO_WALK_SHARE;
 			else if (!strcmp(optarg, "auto-lead-unchecked")) bug = BUG_AUTO_LEAD_UNCHECKED;
 			else if (!strcmp(optarg, "auto-late-ignored")) bug = BUG_AUTO_LATE_IGNORED;
+			else if (!strcmp(optarg, "auto-first-overrun")) bug = BUG_AUTO_FIRST_OVERRUN;
 			else die("unknown bug '%s'", optarg);
 			break;
 		default:

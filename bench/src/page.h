@@ -146,6 +146,7 @@ struct fill_job {
 #define BUG_AUTO_WALK_SHARE 10	/* learning auto: the walk hint counts all of every read-back */
 #define BUG_AUTO_LEAD_UNCHECKED 11	/* learning auto: one slow template piece ends a round with streaming */
 #define BUG_AUTO_LATE_IGNORED 12	/* learning auto: rounds past twice the LLC keep the 1/32 margin */
+#define BUG_AUTO_FIRST_OVERRUN 13	/* learning auto: a round's first write runs past what it counts */
 
 /* kslow.c: the kernel's slow path, compiled like the kernel */
 void slow_memmap_init_zone_device(const struct fill_job *j);

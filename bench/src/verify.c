@@ -398,6 +398,119 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 	auto_late_llcs = late_llcs;
 }
 
+/*
+ * The pieces auto_fill_chunk() hands to the fill functions, logged instead
+ * of written: a round must tile its chunk, every record written once, in
+ * order, and count exactly what it writes.  The memory checks above cannot
+ * see a piece that runs past its count when a later piece writes the same
+ * records again (the stream-first order's first piece once streamed the
+ * whole chunk, and the rest wrote it again).
+ */
+#define TILE_LOG 32
+static struct tile { unsigned long start, nr; int streamed; } tile_log[TILE_LOG];
+static unsigned long tile_n;
+
+static void tile_record(const struct fill_job *j, int streamed)
+{
+	if (tile_n < TILE_LOG)
+		tile_log[tile_n] = (struct tile){ j->start_pfn, j->nr_pages, streamed };
+	tile_n++;
+}
+
+static void tile_template(const struct fill_job *j)
+{
+	tile_record(j, 0);
+}
+
+static void tile_stream(const struct fill_job *j)
+{
+	tile_record(j, 1);
+}
+
+static void tile_drain(void)
+{
+}
+
+/* why the logged pieces do not tile [start, start + nr), or NULL */
+static const char *tile_fault(unsigned long start, unsigned long nr, unsigned int order,
+			      const struct auto_stats *a)
+{
+	unsigned long at = start, streamed = 0;
+
+	if (tile_n > TILE_LOG)
+		return "more pieces than a round writes";
+	for (unsigned long i = 0; i < tile_n; i++) {
+		const struct tile *t = &tile_log[i];
+
+		if (t->start != at)
+			return t->start < at ? "a piece wrote records another piece wrote" :
+					       "a piece left records unwritten";
+		if (!t->nr || t->nr % (1UL << order))
+			return "a piece of no or part of a compound page";
+		at += t->nr;
+		streamed += t->streamed ? t->nr : 0;
+	}
+	if (at != start + nr)
+		return at > start + nr ? "wrote past the chunk" : "left the chunk's end unwritten";
+	if (a->records != nr || a->streamed != streamed)
+		return "counted other records than it wrote";
+	return NULL;
+}
+
+static void verify_auto_tiles(void)
+{
+	static uint64_t (*const clocks[])(void) = {
+		template_decisive_clock, streaming_decisive_clock, late_tie_clock,
+	};
+	static const char *const clock_names[] = {
+		"template-decisive", "streaming-decisive", "tie",
+	};
+	static const char *const order_names[] = {
+		"stream-first", "second-stream-first", "lead-first",
+	};
+	static const struct auto_fns fns = {
+		tile_template, tile_stream, tile_drain, NULL, 0, AUTO_NO_LATE_CHUNK,
+	};
+	int stream_first = auto_stream_first;
+	char what[320];
+
+	for (int order = 0; order <= 9; order += 9)
+	for (int so = 0; so < 3; so++)
+	for (int ci = 0; ci < 3; ci++)
+	for (unsigned long idx = 0; idx < 4; idx++)
+	for (int size = 0; size < 4; size++) {
+		unsigned long unit = 1UL << order, round = auto_round_records(order, idx);
+		/* one page short of a round, a round exactly, a page more, four rounds */
+		unsigned long nr = size == 0 ? round - unit : size == 1 ? round :
+				   size == 2 ? round + unit : 4 * round;
+		struct fill_job chunk = {
+			.base_pfn = BASE_PFN, .start_pfn = BASE_PFN + 4 * round, .nr_pages = nr,
+			.order = (unsigned int)order, .bug = bug,
+		};
+		int want_round = size && auto_probe_chunk(idx, 0);
+		struct auto_stats a;
+		const char *fault;
+
+		auto_stream_first = so;
+		auto_reset();
+		atomic_fetch_add(&clock_gen, 1);
+		tile_n = 0;
+		auto_fill_chunk(&chunk, idx, &fns, clocks[ci]);
+		a = auto_stats();
+		fault = tile_fault(chunk.start_pfn, nr, chunk.order, &a);
+		if (!fault && !a.rounds != !want_round)
+			fault = want_round ? "no round where one fits" : "a round where none fits";
+		snprintf(what, sizeof(what),
+			 "fill auto tiles its chunk: order=%d %s clock=%s chunk=%lu records=%lu "
+			 "(pieces %lu, rounds %lu, streamed %lu)%s%s", order, order_names[so],
+			 clock_names[ci], idx, nr, tile_n, a.rounds, a.streamed,
+			 fault ? ": " : "", fault ? fault : "");
+		report(!fault, what);
+	}
+	auto_stream_first = stream_first;
+	auto_reset();
+}
+
 /* The share of a piece's read-back the candidate walk hint counts (issue 33). */
 static void verify_auto_walk_share(void)
 {
@@ -431,6 +544,7 @@ int cmd_verify(struct opts *o)
 		die("--size must be at least 32 KiB%s", "");
 	alloc_scratch();
 	verify_auto_walk_share();
+	verify_auto_tiles();
 	buf = alloc_buf(size + 2 * GUARD, 1);
 	ref = malloc(size + 2 * GUARD);
 	if (!ref)

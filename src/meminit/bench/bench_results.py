@@ -243,6 +243,12 @@ def add_run(path: Path, source: str | None = None, cpu_model: str | None = None,
             model: str | None = None, date: str | None = None, note: str | None = None) -> Path:
     """The summary of a microbench run directory (its result.json), or of a table.txt with the
     CPU model and date given, saved into bench/results/."""
+    if source and "./meminit " in source:
+        # bench/RESULTS.md shows the source, and tests/test_readme.py parses every
+        # `./meminit ...` there as a command line
+        raise MeminitError(f"--source {source!r}: name the command without './' (e.g. 'meminit "
+                           "microbench --auto-sweep at <commit>'): RESULTS.md would quote it as a "
+                           "command line")
     if (path / "result.json").exists():
         summary = from_result(json.loads((path / "result.json").read_text()), source or str(path))
         # runs made before result.json recorded family and model take them from the command line

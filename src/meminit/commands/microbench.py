@@ -102,10 +102,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "docs/series.md) (default %(default)s)")
     p.add_argument("--auto-order", default=d.auto_order,
                    choices=["lead-first", "second-stream-first", "stream-first"],
-                   help="the order of a round's pieces: lead-first, each pair a lead-in, a "
-                        "template and a streaming piece (patch 11); second-stream-first, the "
-                        "second pair's streaming piece first, so that a chunk template wins goes on "
-                        "from the round's last template piece; stream-first, both pairs so "
+                   help="the order of a round's pieces: stream-first, each pair a streaming "
+                        "piece, a lead-in and a template piece, so that a chunk template wins goes "
+                        "on from the round's last template piece (patch 11); lead-first, each pair "
+                        "a lead-in, a template and a streaming piece (patch 11 before 2026-11-27); "
+                        "second-stream-first, the second pair only streaming first "
                         "(docs/series.md, \"The bar's own noise\") (default %(default)s)")
     p.add_argument("--nice", type=options.integer(-20, 19, note="0: unchanged"), default=d.nice,
                    help="niceness for the benchmark's own session/autogroup (e.g. -10 on a busy "
