@@ -352,7 +352,7 @@ def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
         for fault in ("first", "middle", "last"):
             assert any(l.startswith(f"ok clear {name} unit=") and l.endswith(f"fault={fault}") for l in ok)
     # auto's pieces tile their chunk in every round order, at both orders
-    for order in ("stream-first", "second-stream-first", "lead-first"):
+    for order in ("stream-first", "second-stream-first", "lead-first", "lead-stream-first"):
         for layout in (0, 9):
             assert any(l.startswith(f"ok fill auto tiles its chunk: order={layout} {order} ") for l in ok)
     assert "FAIL" not in proc.stdout
@@ -514,7 +514,7 @@ def test_auto_walk_share_reaches_the_bench():
     assert off[off.index("--auto-late-llcs") + 1] == "0"
     # patch 11's late margin and order of pieces by default; the others on request
     assert cmd[cmd.index("--auto-late-margin") + 1] == "4"
-    assert cmd[cmd.index("--auto-order") + 1] == "stream-first"
+    assert cmd[cmd.index("--auto-order") + 1] == "lead-first"
     other = mb.bench_command(mb.option_values(mb.MicrobenchRequest(auto_sweep=True)), [], "4K", "fsdax",
                              auto_late_margin=8, auto_order="second-stream-first")
     assert other[other.index("--auto-late-margin") + 1] == "8"

@@ -7,13 +7,11 @@
  * two starts with a probe round (chunk 1 only while no round has published a
  * verdict: on one thread chunk 0's round has, and chunk 2's learns again
  * soon enough): two pairs of pieces of at least auto_probe_min records,
- * whole compound pages, each pair a timed streaming piece (drained before
- * the clock is read), a template lead-in of at least auto_probe_lead
- * records (the first timed) and a timed template piece, with MFENCE before
- * every clock read, so that every piece's stores are paid for.  Streaming
- * goes first so that a round ends on template: a chunk template wins goes
- * on with that piece's stream instead of starting one after a streaming
- * piece (--auto-order tries the orders before).  The round's winner
+ * whole compound pages, each pair a template lead-in of at least
+ * auto_probe_lead records (the first timed), a timed template piece and a
+ * timed streaming piece (drained before the clock is read), with MFENCE
+ * before every clock read, so that every piece's stores are paid for
+ * (--auto-order tries other orders: bench/README.md).  The round's winner
  * fills the rest of its chunk; every other chunk follows the round of the
  * highest chunk finished so far; streaming wins only if its faster piece
  * beats template's faster piece by more than a 1/32 margin.  Before the
@@ -65,7 +63,8 @@ unsigned long auto_late_margin_den = AUTO_LATE_MARGIN_DEN;
 size_t auto_llc_override;
 __thread int auto_timing_streaming;
 int auto_walk_rule = AUTO_WALK_LLC;	/* --auto-walk-share */
-int auto_stream_first;	/* --auto-order: stream-first, as patch 11 */
+int auto_stream_first = 2;	/* --auto-order: lead-first, as patch 11 */
+int auto_first_lead;
 /* the round of the highest chunk so far: chunk << 1 | streaming won; -1 none */
 static _Atomic long verdict = -1;
 static struct auto_round_record round_log[AUTO_LOG_ROUNDS];
@@ -131,7 +130,8 @@ static unsigned long auto_lead_records(unsigned int order)
 
 unsigned long auto_round_records(unsigned int order, unsigned long chunk)
 {
-	return AUTO_PIECES / 2 * auto_lead_records(order) + AUTO_PIECES * auto_probe_records(order, chunk);
+	return (AUTO_PIECES / 2 + auto_first_lead) * auto_lead_records(order) +
+	       AUTO_PIECES * auto_probe_records(order, chunk);
 }
 
 int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2], int late)
@@ -311,6 +311,9 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 		int pieces = 0;
 
 		piece.nr_pages = probe;	/* lead_in() sets it again after a lead-in */
+		/* lead-stream-first: the round's first write is the timed lead-in */
+		if (auto_first_lead)
+			lead_in(&piece, lead, probe, fn, clock, &lead_ns);
 
 		for (int pair = 0; pair < AUTO_PIECES / 2; pair++) {
 			/*
@@ -322,7 +325,8 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 			 */
 			if (pair >= auto_stream_first)
 				ns[1][pair] = probe_piece(&j, &piece, 1, fn, clock);
-			lead_in(&piece, lead, probe, fn, clock, pair ? NULL : &lead_ns);
+			lead_in(&piece, lead, probe, fn, clock,
+				pair || auto_first_lead ? NULL : &lead_ns);
 			ns[0][pair] = probe_piece(&j, &piece, 0, fn, clock);
 			if (pair < auto_stream_first)
 				ns[1][pair] = probe_piece(&j, &piece, 1, fn, clock);
@@ -348,7 +352,7 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 		__atomic_fetch_add(&stats.rounds, 1, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&stats.stream_rounds, s, __ATOMIC_RELAXED);
 		/* BUG_AUTO_ROUND: forgets that the round wrote only these pieces */
-		probe = lead * ((pieces + 1) / 2) +
+		probe = lead * ((pieces + 1) / 2 + auto_first_lead) +
 			probe * (pieces + (j.bug == BUG_AUTO_ROUND &&
 					   j.nr_pages > auto_round_records(j.order, idx)));
 		j.start_pfn += probe;

@@ -55,10 +55,13 @@ extern __thread int auto_timing_streaming;
 enum { AUTO_WALK_FULL, AUTO_WALK_LLC, AUTO_WALK_FRACTION };
 extern int auto_walk_rule;
 /* --auto-order: the pairs of a round from this one on time their streaming
- * piece first, then the lead-in and the template piece (0: both,
- * stream-first, as patch 11 since 2026-11-27; 1: the second pair,
- * second-stream-first; 2: none, lead-first, patch 11 before) */
+ * piece first, then the lead-in and the template piece (2: none, lead-first,
+ * as patch 11; 1: the second pair, second-stream-first; 0: both,
+ * stream-first or, with auto_first_lead, lead-stream-first) */
 extern int auto_stream_first;
+/* --auto-order lead-stream-first: a timed template lead-in starts the round,
+ * before the first streaming piece (the pairs' lead-ins are then untimed) */
+extern int auto_first_lead;
 
 /* What auto did in the fills since auto_reset(), over all threads. */
 struct auto_stats {

@@ -138,7 +138,8 @@ int parse_opts(int argc, char **argv, struct opts *o)
 				    "not '%s'", optarg);
 			break;
 		case 'O':
-			if (!strcmp(optarg, "stream-first"))
+			auto_first_lead = !strcmp(optarg, "lead-stream-first");
+			if (!strcmp(optarg, "stream-first") || auto_first_lead)
 				auto_stream_first = 0;
 			else if (!strcmp(optarg, "second-stream-first"))
 				auto_stream_first = 1;
@@ -146,7 +147,7 @@ int parse_opts(int argc, char **argv, struct opts *o)
 				auto_stream_first = 2;
 			else
 				die("unknown --auto-order '%s' (lead-first, second-stream-first, "
-				    "stream-first)", optarg);
+				    "stream-first, lead-stream-first)", optarg);
 			break;
 		case 'W':
 			if (!strcmp(optarg, "full"))

@@ -119,10 +119,10 @@ static __thread unsigned int order_bits;
 /* the order --auto-order asks for: pairs from auto_stream_first on time S first */
 static unsigned int expected_round_order(void)
 {
-	unsigned int bits = 0, k = 0;
+	unsigned int bits = 0, k = auto_first_lead;	/* a timed lead-in first */
 
 	for (int pair = 0; pair < AUTO_PIECES / 2; pair++) {
-		int lead = !pair;	/* only the first lead-in is timed */
+		int lead = !pair && !auto_first_lead;	/* only the first lead-in is timed */
 
 		if (pair >= auto_stream_first)
 			bits |= 1u << k++;
@@ -266,8 +266,8 @@ static void verify_auto_late(char *buf, const char *ref, size_t size, unsigned l
 	struct page *map = (struct page *)(buf + GUARD);
 	char what[400];
 
-	/* rounds fit in chunks of 1536 records at order 0, of 4096 at order 9 */
-	chunk_req_pages = order ? 4096 : 1536;
+	/* rounds fit in chunks of 2048 records at order 0, of 4096 at order 9 */
+	chunk_req_pages = order ? 4096 : 2048;
 	for (int ti = 0; ti < 2; ti++)
 	for (int ci = 0; ci < 3; ci++) {
 		struct auto_stats a = { 0 };
@@ -318,10 +318,10 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 			int pre, const char *layout, const char *tname)
 {
 	static const int thread_counts[] = { 1, 2, 3 };
-	/* chunks of 1536 and 4096 records: rounds fit in both at order 0 (two
+	/* chunks of 2048 and 4096 records: rounds fit in both at order 0 (two
 	 * lead-ins and four pieces of 256 records), in the larger at order 9
 	 * (of 512 records) */
-	static const unsigned long chunk_reqs[] = { 1536, 4096 };
+	static const unsigned long chunk_reqs[] = { 2048, 4096 };
 	/* flip 0: the real clock; 1: rounds alternate; 2, 3: template or
 	 * streaming decisively faster, rounds end after their first pair; 4: a
 	 * tie with each round's first template piece disturbed */
@@ -466,32 +466,34 @@ static void verify_auto_tiles(void)
 		"template-decisive", "streaming-decisive", "tie",
 	};
 	static const char *const order_names[] = {
-		"stream-first", "second-stream-first", "lead-first",
+		"stream-first", "second-stream-first", "lead-first", "lead-stream-first",
 	};
 	static const struct auto_fns fns = {
 		tile_template, tile_stream, tile_drain, NULL, 0, AUTO_NO_LATE_CHUNK,
 	};
-	int stream_first = auto_stream_first;
+	int stream_first = auto_stream_first, first_lead = auto_first_lead;
 	char what[320];
 
 	for (int order = 0; order <= 9; order += 9)
-	for (int so = 0; so < 3; so++)
+	for (int so = 0; so < 4; so++)
 	for (int ci = 0; ci < 3; ci++)
 	for (unsigned long idx = 0; idx < 4; idx++)
 	for (int size = 0; size < 4; size++) {
-		unsigned long unit = 1UL << order, round = auto_round_records(order, idx);
-		/* one page short of a round, a round exactly, a page more, four rounds */
-		unsigned long nr = size == 0 ? round - unit : size == 1 ? round :
-				   size == 2 ? round + unit : 4 * round;
-		struct fill_job chunk = {
-			.base_pfn = BASE_PFN, .start_pfn = BASE_PFN + 4 * round, .nr_pages = nr,
-			.order = (unsigned int)order, .bug = bug,
-		};
+		unsigned long unit = 1UL << order, round, nr;
+		struct fill_job chunk;
 		int want_round = size && auto_probe_chunk(idx, 0);
 		struct auto_stats a;
 		const char *fault;
 
-		auto_stream_first = so;
+		auto_stream_first = so < 3 ? so : 0;
+		auto_first_lead = so == 3;
+		round = auto_round_records(order, idx);
+		/* one page short of a round, a round exactly, a page more, four rounds */
+		nr = size == 0 ? round - unit : size == 1 ? round : size == 2 ? round + unit : 4 * round;
+		chunk = (struct fill_job){
+			.base_pfn = BASE_PFN, .start_pfn = BASE_PFN + 4 * round, .nr_pages = nr,
+			.order = (unsigned int)order, .bug = bug,
+		};
 		auto_reset();
 		atomic_fetch_add(&clock_gen, 1);
 		tile_n = 0;
@@ -508,6 +510,7 @@ static void verify_auto_tiles(void)
 		report(!fault, what);
 	}
 	auto_stream_first = stream_first;
+	auto_first_lead = first_lead;
 	auto_reset();
 }
 

@@ -106,7 +106,7 @@ class MicrobenchRequest:
     # the late rounds keep template only if its piece is 1/auto_late_margin faster (AUTO_LATE_MARGIN_DEN)
     auto_late_margin: int = 4
     # the order of a round's pieces (bench/src/auto.h auto_stream_first), patch 11's
-    auto_order: str = "stream-first"
+    auto_order: str = "lead-first"
     nice: int = 0
     out: Path | None = None  # None: results/microbench-<UTC stamp>
     verify: bool = False
@@ -124,7 +124,7 @@ def bench_command(opts: dict, fault_kinds: list[str], movsb_block: str, pgmap_ty
                   auto_min: tuple[str | None, str | None] = (None, None),
                   clear_fault: str = "middle", auto_walk_share: str = "llc",
                   auto_late_llcs: int = 2, auto_late_margin: int = 4,
-                  auto_order: str = "stream-first") -> list[str]:
+                  auto_order: str = "lead-first") -> list[str]:
     cmd = [str(BINARY), "run", "--sizes", opts["sizes"], "--reps", str(opts["reps"]),
            "--threads", opts["threads"], "--layouts", opts["layouts"], "--dests", opts["dests"],
            "--fill", opts["fill"] or "none", "--clear", opts["clear"] or "none",

@@ -101,13 +101,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(patch 11's MEMMAP_AUTO_LATE_MARGIN; 8 was tried on 2026-11-27, "
                         "docs/series.md) (default %(default)s)")
     p.add_argument("--auto-order", default=d.auto_order,
-                   choices=["lead-first", "second-stream-first", "stream-first"],
-                   help="the order of a round's pieces: stream-first, each pair a streaming "
-                        "piece, a lead-in and a template piece, so that a chunk template wins goes "
-                        "on from the round's last template piece (patch 11); lead-first, each pair "
-                        "a lead-in, a template and a streaming piece (patch 11 before 2026-11-27); "
-                        "second-stream-first, the second pair only streaming first "
-                        "(docs/series.md, \"The bar's own noise\") (default %(default)s)")
+                   choices=["lead-first", "second-stream-first", "stream-first", "lead-stream-first"],
+                   help="the order of a round's pieces: lead-first, each pair a lead-in, a "
+                        "template and a streaming piece (patch 11); stream-first, each pair a "
+                        "streaming piece, a lead-in and a template piece; lead-stream-first, the "
+                        "same after a timed lead-in; second-stream-first, the second pair only "
+                        "streaming first (docs/series.md, \"Streaming first in each pair\") "
+                        "(default %(default)s)")
     p.add_argument("--nice", type=options.integer(-20, 19, note="0: unchanged"), default=d.nice,
                    help="niceness for the benchmark's own session/autogroup (e.g. -10 on a busy "
                         "shared machine; negative values need root)")
