@@ -65,6 +65,13 @@ __thread int auto_timing_streaming;
 int auto_walk_rule = AUTO_WALK_LLC;	/* --auto-walk-share */
 int auto_stream_first = 2;	/* --auto-order: lead-first, as patch 11 */
 int auto_first_lead;
+const struct auto_order auto_orders[] = {
+	{ "stream-first", 0, 0 },
+	{ "second-stream-first", 1, 0 },
+	{ "lead-first", 2, 0 },
+	{ "lead-stream-first", 0, 1 },
+};
+const size_t n_auto_orders = sizeof(auto_orders) / sizeof(auto_orders[0]);
 /* the round of the highest chunk so far: chunk << 1 | streaming won; -1 none */
 static _Atomic long verdict = -1;
 static struct auto_round_record round_log[AUTO_LOG_ROUNDS];

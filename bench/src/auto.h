@@ -62,6 +62,13 @@ extern int auto_stream_first;
 /* --auto-order lead-stream-first: a timed template lead-in starts the round,
  * before the first streaming piece (the pairs' lead-ins are then untimed) */
 extern int auto_first_lead;
+/* the --auto-order names and the two settings each stands for */
+struct auto_order {
+	const char *name;
+	int stream_first, first_lead;
+};
+extern const struct auto_order auto_orders[];
+extern const size_t n_auto_orders;
 
 /* What auto did in the fills since auto_reset(), over all threads. */
 struct auto_stats {

@@ -137,18 +137,18 @@ int parse_opts(int argc, char **argv, struct opts *o)
 				die("--auto-late-margin wants the denominator of the margin, 2 or more, "
 				    "not '%s'", optarg);
 			break;
-		case 'O':
-			auto_first_lead = !strcmp(optarg, "lead-stream-first");
-			if (!strcmp(optarg, "stream-first") || auto_first_lead)
-				auto_stream_first = 0;
-			else if (!strcmp(optarg, "second-stream-first"))
-				auto_stream_first = 1;
-			else if (!strcmp(optarg, "lead-first"))
-				auto_stream_first = 2;
-			else
+		case 'O': {
+			size_t i = 0;
+
+			while (i < n_auto_orders && strcmp(optarg, auto_orders[i].name))
+				i++;
+			if (i == n_auto_orders)
 				die("unknown --auto-order '%s' (lead-first, second-stream-first, "
 				    "stream-first, lead-stream-first)", optarg);
+			auto_stream_first = auto_orders[i].stream_first;
+			auto_first_lead = auto_orders[i].first_lead;
 			break;
+		}
 		case 'W':
 			if (!strcmp(optarg, "full"))
 				auto_walk_rule = AUTO_WALK_FULL;

@@ -465,9 +465,6 @@ static void verify_auto_tiles(void)
 	static const char *const clock_names[] = {
 		"template-decisive", "streaming-decisive", "tie",
 	};
-	static const char *const order_names[] = {
-		"stream-first", "second-stream-first", "lead-first", "lead-stream-first",
-	};
 	static const struct auto_fns fns = {
 		tile_template, tile_stream, tile_drain, NULL, 0, AUTO_NO_LATE_CHUNK,
 	};
@@ -475,7 +472,7 @@ static void verify_auto_tiles(void)
 	char what[320];
 
 	for (int order = 0; order <= 9; order += 9)
-	for (int so = 0; so < 4; so++)
+	for (size_t so = 0; so < n_auto_orders; so++)
 	for (int ci = 0; ci < 3; ci++)
 	for (unsigned long idx = 0; idx < 4; idx++)
 	for (int size = 0; size < 4; size++) {
@@ -485,8 +482,8 @@ static void verify_auto_tiles(void)
 		struct auto_stats a;
 		const char *fault;
 
-		auto_stream_first = so < 3 ? so : 0;
-		auto_first_lead = so == 3;
+		auto_stream_first = auto_orders[so].stream_first;
+		auto_first_lead = auto_orders[so].first_lead;
 		round = auto_round_records(order, idx);
 		/* one page short of a round, a round exactly, a page more, four rounds */
 		nr = size == 0 ? round - unit : size == 1 ? round : size == 2 ? round + unit : 4 * round;
@@ -504,7 +501,7 @@ static void verify_auto_tiles(void)
 			fault = want_round ? "no round where one fits" : "a round where none fits";
 		snprintf(what, sizeof(what),
 			 "fill auto tiles its chunk: order=%d %s clock=%s chunk=%lu records=%lu "
-			 "(pieces %lu, rounds %lu, streamed %lu)%s%s", order, order_names[so],
+			 "(pieces %lu, rounds %lu, streamed %lu)%s%s", order, auto_orders[so].name,
 			 clock_names[ci], idx, nr, tile_n, a.rounds, a.streamed,
 			 fault ? ": " : "", fault ? fault : "");
 		report(!fault, what);
