@@ -129,6 +129,22 @@ def test_replay_without_probes_assumes_them_right_and_charges_the_schedule():
     assert two["ratio_best"] == pytest.approx(1 / ((1 - 2 * other) + 2 * other * 22 / 8), rel=1e-6)
 
 
+def test_remembered_verdicts_charge_the_rounds_of_one_range_in_memo():
+    # a sample is 64 MiB of struct pages: 16 ranges of 4 MiB, 4 of 16 MiB, one from 64 MiB
+    memo = auto_replay.Policy(memo=8)
+    assert auto_replay.learning_share(POLICY, 65536) == 1.0
+    assert auto_replay.learning_share(memo, 65536) == pytest.approx(2 / 16)
+    assert auto_replay.learning_share(memo, 4 * 65536) == pytest.approx(1 / 4)
+    assert auto_replay.learning_share(memo, 16 * 65536) == 1.0
+    assert auto_replay.learning_share(auto_replay.Policy(memo=1), 65536) == 1.0
+    tmpl, stream = _row("template", [8] * 7), _row("movntdq", [22] * 7)
+    cell = auto_replay.replay_cell(memo, tmpl, stream, None, 0)
+    # the round's lead-in and template piece in two ranges of 16
+    other = 512 / 65536 * 2 / 16
+    assert cell["other_share"] == pytest.approx(other)
+    assert cell["ratio_best"] == pytest.approx(1 / ((1 - other) + other * 22 / 8), rel=1e-6)
+
+
 def test_replay_command_reads_every_kind_of_recorded_run(tmp_path, capsys):
     samples = (_samples("template", [20] * 7) + _samples("movntdq", [10] * 7)
                + _samples("auto", [19.9] * 7, probe_tmpl_ns=1, probe_stream_ns=2, probe_records=1,

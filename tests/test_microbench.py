@@ -355,6 +355,10 @@ def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
     for order in ("stream-first", "second-stream-first", "lead-first", "lead-stream-first"):
         for layout in (0, 9):
             assert any(l.startswith(f"ok fill auto tiles its chunk: order={layout} {order} ") for l in ok)
+    # --auto-memo: verdicts serve the next ranges of their class and size, and only those
+    for layout in ("o0", "o9"):
+        assert any(l.startswith(f"ok fill auto layout={layout} pgmap=private threads=1 ")
+                   and " memo=3 " in l for l in ok), layout
     assert "FAIL" not in proc.stdout
 
 
@@ -519,3 +523,8 @@ def test_auto_walk_share_reaches_the_bench():
                              auto_late_margin=8, auto_order="second-stream-first")
     assert other[other.index("--auto-late-margin") + 1] == "8"
     assert other[other.index("--auto-order") + 1] == "second-stream-first"
+    # every range learns unless remembered verdicts are asked for
+    assert cmd[cmd.index("--auto-memo") + 1] == "0"
+    memo = mb.bench_command(mb.option_values(mb.MicrobenchRequest(auto_sweep=True)), [], "4K", "fsdax",
+                            auto_memo=8)
+    assert memo[memo.index("--auto-memo") + 1] == "8"

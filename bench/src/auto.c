@@ -75,6 +75,72 @@ const size_t n_auto_orders = sizeof(auto_orders) / sizeof(auto_orders[0]);
 /* the round of the highest chunk so far: chunk << 1 | streaming won; -1 none */
 static _Atomic long verdict = -1;
 static struct auto_round_record round_log[AUTO_LOG_ROUNDS];
+unsigned long auto_memo;
+/*
+ * per class: the size its verdicts are for, and per round slot the ranges
+ * the verdict still serves and the verdict
+ */
+static struct {
+	_Atomic unsigned int size_log2;
+	struct {
+		_Atomic long left;
+		_Atomic int streams;
+	} slot[AUTO_MEMO_SLOTS];
+} memo[AUTO_MEMO_CLASSES];
+
+unsigned int auto_memo_class(int cold, int walked, unsigned int order, int threads)
+{
+	return (cold ? 1U : 0) | (walked ? 2U : 0) | (order ? 4U : 0) | (threads > 1 ? 8U : 0);
+}
+
+void auto_memo_reset(void)
+{
+	for (int c = 0; c < AUTO_MEMO_CLASSES; c++)
+		for (int s = 0; s < AUTO_MEMO_SLOTS; s++)
+			atomic_store_explicit(&memo[c].slot[s].left, 0, memory_order_relaxed);
+}
+
+/* the round slot of a probe chunk: 0 for chunk 0, 1 + log2 of the others */
+static unsigned int memo_slot(unsigned long idx)
+{
+	return idx ? 64 - (unsigned int)__builtin_clzl(idx) : 0;
+}
+
+/* Take a remembered verdict for this chunk's slot if one still serves: 1 and *s. */
+static int memo_take(const struct auto_fns *fn, unsigned long idx, int *s)
+{
+	_Atomic long *left = &memo[fn->memo_class].slot[memo_slot(idx)].left;
+	long n;
+
+	if (atomic_load_explicit(&memo[fn->memo_class].size_log2, memory_order_acquire) !=
+	    fn->memo_size_log2)
+		return 0;
+	n = atomic_load_explicit(left, memory_order_acquire);
+	while (n > 0)
+		if (atomic_compare_exchange_weak_explicit(left, &n, n - 1, memory_order_acquire,
+							  memory_order_acquire)) {
+			*s = atomic_load_explicit(&memo[fn->memo_class].slot[memo_slot(idx)].streams,
+						  memory_order_relaxed);
+			return 1;
+		}
+	return 0;
+}
+
+/* Remember a round's verdict; a range of another size forgets the old ones. */
+static void memo_keep(const struct auto_fns *fn, unsigned long idx, int s)
+{
+	if (auto_memo < 2)
+		return;
+	if (atomic_exchange_explicit(&memo[fn->memo_class].size_log2, fn->memo_size_log2,
+				     memory_order_acq_rel) != fn->memo_size_log2)
+		for (int i = 0; i < AUTO_MEMO_SLOTS; i++)
+			atomic_store_explicit(&memo[fn->memo_class].slot[i].left, 0,
+					      memory_order_relaxed);
+	atomic_store_explicit(&memo[fn->memo_class].slot[memo_slot(idx)].streams, s,
+			      memory_order_relaxed);
+	atomic_store_explicit(&memo[fn->memo_class].slot[memo_slot(idx)].left,
+			      (long)auto_memo - 1, memory_order_release);
+}
 static unsigned long round_log_n;
 
 void auto_log_reset(void)
@@ -195,6 +261,7 @@ void auto_reset(void)
 	__atomic_store_n(&stats.probe_records, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&stats.walked, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&stats.pieces, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&stats.memo_rounds, 0, __ATOMIC_RELAXED);
 }
 
 struct auto_stats auto_stats(void)
@@ -311,7 +378,12 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 	long v = atomic_load_explicit(&verdict, memory_order_relaxed);
 	int s;
 
-	if (auto_probe_chunk(idx, v >= 0) && j.nr_pages >= auto_round_records(j.order, idx)) {
+	if (auto_probe_chunk(idx, v >= 0) && j.nr_pages >= auto_round_records(j.order, idx) &&
+	    memo_take(fn, idx, &s)) {
+		publish(idx, s);
+		__atomic_fetch_add(&stats.memo_rounds, 1, __ATOMIC_RELAXED);
+	} else if (auto_probe_chunk(idx, v >= 0) &&
+		   j.nr_pages >= auto_round_records(j.order, idx)) {
 		int late = idx >= fn->late_chunk;
 		uint64_t ns[2][2], lead_ns = 0;
 		struct fill_job piece = j;
@@ -356,6 +428,7 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 				   __ATOMIC_RELAXED);
 		__atomic_fetch_add(&stats.probe_records, probe, __ATOMIC_RELAXED);
 		publish(idx, s);
+		memo_keep(fn, idx, s);
 		__atomic_fetch_add(&stats.rounds, 1, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&stats.stream_rounds, s, __ATOMIC_RELAXED);
 		/* BUG_AUTO_ROUND: forgets that the round wrote only these pieces */

@@ -28,6 +28,9 @@ struct auto_fns {
 	unsigned long walk_share;
 	/* the first chunk whose rounds use the late margin (auto_late_chunk()) */
 	unsigned long late_chunk;
+	/* the range's class for --auto-memo (auto_memo_class()), and log2 of its
+	 * memmap bytes: a verdict serves only ranges of its class and size */
+	unsigned int memo_class, memo_size_log2;
 };
 #define AUTO_WALK_SHARE_ONE 1024
 
@@ -70,6 +73,23 @@ struct auto_order {
 extern const struct auto_order auto_orders[];
 extern const size_t n_auto_orders;
 
+/*
+ * --auto-memo N: a round's verdict also serves the same round slot (chunk 0,
+ * 1, 2, 4, ...) of the next N - 1 ranges of its class and size (the same
+ * power of two of memmap bytes), which run no round there; the Nth runs it
+ * again, as does a range of another size, which also forgets the verdicts
+ * of the size before.  0 or 1: every range learns (patch 11).
+ */
+extern unsigned long auto_memo;
+#define AUTO_MEMO_CLASSES 16
+#define AUTO_MEMO_SLOTS 66
+/* what the kernel knows of a range before its init: where the memmap lives
+ * (cold: in an altmap; else DRAM, just allocated), the walk hint, compound
+ * pages, more than one thread */
+unsigned int auto_memo_class(int cold, int walked, unsigned int order, int threads);
+/* forget every remembered verdict */
+void auto_memo_reset(void);
+
 /* What auto did in the fills since auto_reset(), over all threads. */
 struct auto_stats {
 	unsigned long rounds;		/* probe rounds run */
@@ -83,6 +103,7 @@ struct auto_stats {
 	unsigned long probe_records;
 	unsigned long walked;		/* probe pieces read back for the walk hint */
 	unsigned long pieces;		/* probe pieces timed */
+	unsigned long memo_rounds;	/* rounds --auto-memo saved */
 };
 
 /*

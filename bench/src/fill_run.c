@@ -202,12 +202,14 @@ void fill_samples(struct opts *o, int rep, char *buf, int avx512)
 							if (fs->learns)
 								printf(" rounds=%lu stream_rounds=%lu streamed=%lu records=%lu"
 								       " probe_tmpl_ns=%llu probe_stream_ns=%llu"
-								       " probe_records=%lu probe_pieces=%lu",
+								       " probe_records=%lu probe_pieces=%lu"
+								       " memo_rounds=%lu",
 								       learned.rounds, learned.stream_rounds,
 								       learned.streamed, learned.records,
 								       (unsigned long long)learned.probe_tmpl_ns,
 								       (unsigned long long)learned.probe_stream_ns,
-								       learned.probe_records, learned.pieces);
+								       learned.probe_records, learned.pieces,
+								       learned.memo_rounds);
 							if (fs->learns)
 								print_round_log();
 							if (split == SPLIT_CHUNKED)

@@ -102,7 +102,7 @@ int parse_opts(int argc, char **argv, struct opts *o)
 		{ "auto-probe", 1, 0, 'P' }, { "auto-lead", 1, 0, 'L' },
 		{ "auto-probe-late", 1, 0, 'T' }, { "auto-walk-share", 1, 0, 'W' },
 		{ "auto-late-llcs", 1, 0, 'Y' }, { "auto-order", 1, 0, 'O' },
-		{ "auto-late-margin", 1, 0, 'G' },
+		{ "auto-late-margin", 1, 0, 'G' }, { "auto-memo", 1, 0, 'R' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -129,6 +129,7 @@ int parse_opts(int argc, char **argv, struct opts *o)
 		case 'A': o->auto_altmap_min = parse_size(optarg); break;
 		case 'D': o->auto_dram_min = parse_size(optarg); break;
 		case 'L': auto_probe_lead = strtoul(optarg, NULL, 0); break;
+		case 'R': auto_memo = strtoul(optarg, NULL, 0); break;
 		case 'T': auto_probe_late = strtoul(optarg, NULL, 0); break;
 		case 'Y': auto_late_llcs = strtoul(optarg, NULL, 0); break;
 		case 'G':

@@ -314,6 +314,66 @@ static void verify_auto_late(char *buf, const char *ref, size_t size, unsigned l
 	}
 }
 
+/*
+ * --auto-memo: with a memory of 3, seven ranges of one class run the rounds
+ * of one range in the first, fourth and seventh and none in the others, which
+ * follow the remembered verdicts (streaming, the clock's); a range of
+ * another class (walked next) learns for itself, and so does one of half
+ * the size.
+ */
+static void verify_auto_memo(char *buf, const char *ref, size_t size, unsigned long nr, int order,
+			     int pre, const char *layout, const char *tname)
+{
+	struct page *map = (struct page *)(buf + GUARD);
+	unsigned long memo = auto_memo, per_range;
+	struct auto_stats a = { 0 }, walked = { 0 }, half = { 0 };
+	int ok = 1, all_streamed = 1;
+	char what[400];
+
+	chunk_req_pages = order ? 4096 : 2048;
+	auto_memo = 0;
+	run_auto_fill(pre, streaming_decisive_clock, 1, map, nr, order, READBACK_NONE, PREP_NONE, &a);
+	per_range = a.rounds;
+	auto_memo = 3;
+	auto_memo_reset();
+	a = (struct auto_stats){ 0 };
+	for (int r = 0; r < 7; r++) {
+		struct auto_stats one = { 0 };
+
+		memset(buf, POISON, size + 2 * GUARD);
+		run_auto_fill(pre, streaming_decisive_clock, 1, map, nr, order, READBACK_NONE,
+			      PREP_NONE, &one);
+		ok = ok && !memcmp(buf, ref, size + 2 * GUARD) && one.records == nr;
+		if (!one.rounds)
+			all_streamed = all_streamed && one.streamed == nr;
+		a.rounds += one.rounds;
+		a.memo_rounds += one.memo_rounds;
+	}
+	memset(buf, POISON, size + 2 * GUARD);
+	run_auto_fill(pre, streaming_decisive_clock, 1, map, nr, order, READBACK_WALK, PREP_NONE,
+		      &walked);
+	ok = ok && !memcmp(buf, ref, size + 2 * GUARD);
+	run_auto_fill(pre, streaming_decisive_clock, 1, map, nr / 2, order, READBACK_NONE,
+		      PREP_NONE, &half);
+	auto_memo = memo;
+	auto_memo_reset();
+	snprintf(what, sizeof(what),
+		 "fill auto layout=%s pgmap=%s threads=1 split=chunked/%lu clock=streaming-decisive "
+		 "memo=3 records=%lu "
+		 "(rounds per range %lu; seven ranges: %lu rounds, %lu remembered; walked: %lu; "
+		 "half the size: %lu, %lu remembered)%s",
+		 layout, tname, chunk_pages, nr, per_range, a.rounds, a.memo_rounds, walked.rounds,
+		 half.rounds, half.memo_rounds,
+		 !ok ? ": differs from the slow path" :
+		 a.rounds != 3 * per_range || a.memo_rounds != 4 * per_range ?
+		 ": rounds not remembered for exactly the next two ranges" :
+		 !all_streamed ? ": a remembered verdict not followed" :
+		 walked.rounds != per_range ? ": a verdict served another class" :
+		 !half.rounds || half.memo_rounds ? ": a verdict served another size" : "");
+	report(ok && per_range && a.rounds == 3 * per_range && a.memo_rounds == 4 * per_range &&
+	       all_streamed && walked.rounds == per_range && half.rounds && !half.memo_rounds, what);
+}
+
 static void verify_auto(char *buf, const char *ref, size_t size, unsigned long nr, int order,
 			int pre, const char *layout, const char *tname)
 {
@@ -466,7 +526,7 @@ static void verify_auto_tiles(void)
 		"template-decisive", "streaming-decisive", "tie",
 	};
 	static const struct auto_fns fns = {
-		tile_template, tile_stream, tile_drain, NULL, 0, AUTO_NO_LATE_CHUNK,
+		tile_template, tile_stream, tile_drain, NULL, 0, AUTO_NO_LATE_CHUNK, 0, 0,
 	};
 	int stream_first = auto_stream_first, first_lead = auto_first_lead;
 	char what[320];
@@ -569,6 +629,8 @@ int cmd_verify(struct opts *o)
 				if (fs->learns) {
 					verify_auto(buf, ref, size, nr, order, pre, layouts[li], tname);
 					verify_auto_late(buf, ref, size, nr, order, pre, layouts[li],
+							 tname);
+					verify_auto_memo(buf, ref, size, nr, order, pre, layouts[li],
 							 tname);
 					continue;
 				}

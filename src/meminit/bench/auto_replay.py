@@ -59,6 +59,11 @@ class Policy:
     # if its piece is faster by more than 1/late_margin_den
     late_llcs: int = 2
     late_margin_den: int = 4
+    # a round's verdict serves the same round of the next memo - 1 ranges of its kind and size
+    # (0: every range learns, patch 11), in bursts of ranges as the sweep runs them: a sample of
+    # one configuration fills burst_bytes of struct pages, several ranges if they are smaller
+    memo: int = 0
+    burst_bytes: int = 64 << 20
 
 
 def _round_up(n: int, unit: int) -> int:
@@ -75,12 +80,26 @@ def _pieces(policy: Policy, order: int) -> tuple[int, int]:
     return _round_up(policy.probe, 1 << order), _round_up(policy.lead, 1 << order)
 
 
-def _chunk_with_round(policy: Policy, order: int, size: int, pairs: int, streams_rest: bool) -> tuple[int, int]:
+def learning_share(policy: Policy, records: int) -> float:
+    """The share of a burst's ranges of `records` struct pages that run their rounds: all
+    without memo; with it, one in memo of the ranges of a sample (policy.burst_bytes)."""
+    if policy.memo < 2:
+        return 1.0
+    ranges = max(1, -(-policy.burst_bytes // (records * bench_stats.RECORD_BYTES)))
+    return -(-ranges // policy.memo) / ranges
+
+
+def _chunk_with_round(policy: Policy, order: int, size: int, pairs: int, streams_rest: bool,
+                      learns: float = 1.0) -> tuple[float, float]:
     """(template records, streaming records) of a chunk of `size` that starts with a round of
-    `pairs` pairs (a lead-in, a template and a streaming piece each), the rest in its verdict."""
+    `pairs` pairs (a lead-in, a template and a streaming piece each), the rest in its verdict;
+    learns: the share of the ranges that run the round, the others write the chunk in the
+    remembered verdict (learning_share())."""
     probe, lead = _pieces(policy, order)
     rest = size - pairs * (lead + 2 * probe)
-    return pairs * (lead + probe) + (0 if streams_rest else rest), pairs * probe + (rest if streams_rest else 0)
+    t, s = pairs * (lead + probe) + (0 if streams_rest else rest), pairs * probe + (rest if streams_rest else 0)
+    whole = (0, size) if streams_rest else (size, 0)
+    return learns * t + (1 - learns) * whole[0], learns * s + (1 - learns) * whole[1]
 
 
 def _chunks(policy: Policy, records: int, order: int, threads: int) -> Iterator[tuple[int, int, bool]]:
@@ -157,7 +176,7 @@ def streamed_by_rounds(policy: Policy, records: int, order: int, threads: int, l
         in_t = in_s = wins = 0.0
         for rnd in logged:
             won, pairs = round_verdict(policy, rnd, late is not None and idx >= late)
-            t, s = _chunk_with_round(policy, order, size, pairs, won)
+            t, s = _chunk_with_round(policy, order, size, pairs, won, learning_share(policy, records))
             in_t, in_s, wins = in_t + t, in_s + s, wins + won
         if logged:
             in_t, in_s, wins = in_t / len(logged), in_s / len(logged), wins / len(logged)
@@ -177,21 +196,21 @@ def late_chunk(policy: Policy, order: int, llc_bytes: int | None) -> int | None:
 
 
 def split(policy: Policy, records: int, order: int, verdicts: tuple[bool, bool], early: bool = False,
-          threads: int = 1, late: int | None = None, early_late: bool | None = None) -> tuple[int, int]:
+          threads: int = 1, late: int | None = None, early_late: bool | None = None) -> tuple[float, float]:
     """(template records, streaming records) of the whole range: every round as schedule()
     counts it, the rest of its chunk in its verdict (verdicts: before the late chunk, from it
     on), every other chunk in the verdict of the last round before it, template before any.
     early: the rounds end after their first pair; early_late: the late ones do (default: as
     early; a late round ends early only where streaming won decisively)."""
     early_late = early if early_late is None else early_late
-    tmpl = stream = 0
+    tmpl = stream = 0.0
     mode = False
     for idx, size, has_round in _chunks(policy, records, order, threads):
         if has_round:
             is_late = late is not None and idx >= late
             mode = verdicts[is_late]
             pairs = 1 if (early_late if is_late else early) else policy.pieces // 2
-            t, s = _chunk_with_round(policy, order, size, pairs, mode)
+            t, s = _chunk_with_round(policy, order, size, pairs, mode, learning_share(policy, records))
         else:
             t, s = (0, size) if mode else (size, 0)
         tmpl, stream = tmpl + t, stream + s

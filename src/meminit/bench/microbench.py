@@ -107,6 +107,9 @@ class MicrobenchRequest:
     auto_late_margin: int = 4
     # the order of a round's pieces (bench/src/auto.h auto_stream_first), patch 11's
     auto_order: str = "lead-first"
+    # a round's verdict serves the same slot of the next N - 1 ranges of its kind and size (0: off,
+    # every range learns, patch 11; bench/src/auto.h auto_memo)
+    auto_memo: int = 0
     nice: int = 0
     out: Path | None = None  # None: results/microbench-<UTC stamp>
     verify: bool = False
@@ -124,7 +127,7 @@ def bench_command(opts: dict, fault_kinds: list[str], movsb_block: str, pgmap_ty
                   auto_min: tuple[str | None, str | None] = (None, None),
                   clear_fault: str = "middle", auto_walk_share: str = "llc",
                   auto_late_llcs: int = 2, auto_late_margin: int = 4,
-                  auto_order: str = "lead-first") -> list[str]:
+                  auto_order: str = "lead-first", auto_memo: int = 0) -> list[str]:
     cmd = [str(BINARY), "run", "--sizes", opts["sizes"], "--reps", str(opts["reps"]),
            "--threads", opts["threads"], "--layouts", opts["layouts"], "--dests", opts["dests"],
            "--fill", opts["fill"] or "none", "--clear", opts["clear"] or "none",
@@ -134,7 +137,7 @@ def bench_command(opts: dict, fault_kinds: list[str], movsb_block: str, pgmap_ty
            "--split", opts.get("split") or "even", "--chunk", opts.get("chunk") or "128M",
            "--clear-fault", clear_fault, "--auto-walk-share", auto_walk_share,
            "--auto-late-llcs", str(auto_late_llcs), "--auto-late-margin", str(auto_late_margin),
-           "--auto-order", auto_order]
+           "--auto-order", auto_order, "--auto-memo", str(auto_memo)]
     for flag, value in zip(("--auto-altmap-min", "--auto-dram-min"), auto_min):
         if value:
             cmd += [flag, value]
@@ -197,7 +200,7 @@ def run(req: MicrobenchRequest) -> int:
         run_kinds = [k for k in fault_kinds if k not in resv.skipped]
         cmds = [("", bench_command(opts, run_kinds, req.movsb_block, req.pgmap_type, auto_min,
                                    req.clear_fault, req.auto_walk_share, req.auto_late_llcs,
-                                   req.auto_late_margin, req.auto_order))]
+                                   req.auto_late_margin, req.auto_order, req.auto_memo))]
         scale = scaling_command(opts, req.movsb_block, req.pgmap_type, auto_min)
         if scale:
             cmds.append(("scaling", scale))
@@ -241,6 +244,7 @@ def run(req: MicrobenchRequest) -> int:
                     "auto_altmap_min": req.auto_altmap_min, "auto_dram_min": req.auto_dram_min,
                     "auto_walk_share": req.auto_walk_share, "auto_late_llcs": req.auto_late_llcs,
                     "auto_late_margin": req.auto_late_margin, "auto_order": req.auto_order,
+                    "auto_memo": req.auto_memo,
                     "commands": [c for _n, c, _l in sections]},
         "bench_info": out.info,
         "limit": limit,

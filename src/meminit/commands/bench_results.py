@@ -12,7 +12,7 @@ from meminit.commands import options
 def _cmd_bench_results(args: argparse.Namespace) -> int:
     if args.action == "replay":
         return bench_results.replay(auto_replay.Policy(probe=args.probe, lead=args.lead,
-                                                       late_llcs=args.late_llcs),
+                                                       late_llcs=args.late_llcs, memo=args.memo),
                                     [Path(r) for r in args.run], args.check)
     if args.action == "add":
         if len(args.run) != 1:
@@ -49,5 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="replay: rounds this many LLCs into a range keep template only if its probe is a "
                         "quarter faster (default %(default)s, as patch 11; 0: the 1/32 margin everywhere, "
                         "before 2026-11-27)")
+    p.add_argument("--memo", type=options.integer(0, 1024, note="0: none"), default=auto_replay.Policy.memo,
+                   help="replay: a round's verdict serves the same round of the next N - 1 ranges of its "
+                        "kind and size, in bursts of ranges as the sweep runs them (64 MiB of struct "
+                        "pages per sample) (default %(default)s, as patch 11: every range learns)")
     p.add_argument("--write", action="store_true", help="table: write the table into bench/RESULTS.md")
     p.set_defaults(func=_cmd_bench_results, usage_error=p.error)

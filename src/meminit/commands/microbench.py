@@ -23,7 +23,8 @@ def request_from(args: argparse.Namespace) -> microbench.MicrobenchRequest:
         movsb_block=args.movsb_block, pgmap_type=args.pgmap_type, clear_fault=args.clear_fault,
         auto_altmap_min=args.auto_altmap_min, auto_dram_min=args.auto_dram_min,
         auto_walk_share=args.auto_walk_share, auto_late_llcs=args.auto_late_llcs,
-        auto_late_margin=args.auto_late_margin, auto_order=args.auto_order, nice=args.nice,
+        auto_late_margin=args.auto_late_margin, auto_order=args.auto_order,
+        auto_memo=args.auto_memo, nice=args.nice,
         out=Path(args.out) if args.out else None, verify=args.verify, verify_size=args.verify_size)
 
 
@@ -108,6 +109,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "same after a timed lead-in; second-stream-first, the second pair only "
                         "streaming first (docs/series.md, \"Streaming first in each pair\") "
                         "(default %(default)s)")
+    p.add_argument("--auto-memo", type=options.integer(0, 1024), default=d.auto_memo,
+                   help="a round's verdict also serves the same round of the next N - 1 ranges "
+                        "of its kind and size, which run none there; 0: every range learns "
+                        "(patch 11) (docs/series.md, \"Remembered verdicts\") (default %(default)s)")
     p.add_argument("--nice", type=options.integer(-20, 19, note="0: unchanged"), default=d.nice,
                    help="niceness for the benchmark's own session/autogroup (e.g. -10 on a busy "
                         "shared machine; negative values need root)")
