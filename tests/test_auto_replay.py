@@ -7,7 +7,8 @@ import pytest
 
 from meminit.bench import auto_replay, bench_render, bench_results, bench_stats
 
-POLICY = auto_replay.Policy()
+# every range learns: the charges of one range (the default remembers verdicts, memo 8)
+POLICY = auto_replay.Policy(memo=0)
 
 
 def test_bar_verdict_median_then_second_best():
@@ -131,7 +132,8 @@ def test_replay_without_probes_assumes_them_right_and_charges_the_schedule():
 
 def test_remembered_verdicts_charge_the_rounds_of_one_range_in_memo():
     # a sample is 64 MiB of struct pages: 16 ranges of 4 MiB, 4 of 16 MiB, one from 64 MiB
-    memo = auto_replay.Policy(memo=8)
+    memo = auto_replay.Policy()
+    assert memo.memo == 8  # patch 11's MEMMAP_AUTO_REUSE
     assert auto_replay.learning_share(POLICY, 65536) == 1.0
     assert auto_replay.learning_share(memo, 65536) == pytest.approx(2 / 16)
     assert auto_replay.learning_share(memo, 4 * 65536) == pytest.approx(1 / 4)

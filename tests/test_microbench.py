@@ -523,8 +523,8 @@ def test_auto_walk_share_reaches_the_bench():
                              auto_late_margin=8, auto_order="second-stream-first")
     assert other[other.index("--auto-late-margin") + 1] == "8"
     assert other[other.index("--auto-order") + 1] == "second-stream-first"
-    # every range learns unless remembered verdicts are asked for
-    assert cmd[cmd.index("--auto-memo") + 1] == "0"
+    # a verdict serves 8 ranges as patch 11's MEMMAP_AUTO_REUSE; 0 makes every range learn
+    assert cmd[cmd.index("--auto-memo") + 1] == "8"
     memo = mb.bench_command(mb.option_values(mb.MicrobenchRequest(auto_sweep=True)), [], "4K", "fsdax",
-                            auto_memo=8)
-    assert memo[memo.index("--auto-memo") + 1] == "8"
+                            auto_memo=0)
+    assert memo[memo.index("--auto-memo") + 1] == "0"

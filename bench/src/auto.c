@@ -48,6 +48,11 @@
  * mode there.  To end a round with streaming, the first lead-in (per
  * piece) must have taken AUTO_DECISIVE times the streaming piece too, so
  * that one disturbed template piece cannot decide a range with one round.
+ *
+ * A round's verdict also serves the same round of the next auto_memo - 1
+ * ranges of its kind and size (--auto-memo, patch 11's MEMMAP_AUTO_REUSE):
+ * owners of small ranges map them in bursts, where a round costs about the
+ * 3 % the bar leaves (bench/README.md, "Remembered verdicts").
  */
 #include <stdatomic.h>
 
@@ -75,13 +80,16 @@ const size_t n_auto_orders = sizeof(auto_orders) / sizeof(auto_orders[0]);
 /* the round of the highest chunk so far: chunk << 1 | streaming won; -1 none */
 static _Atomic long verdict = -1;
 static struct auto_round_record round_log[AUTO_LOG_ROUNDS];
-unsigned long auto_memo;
+unsigned long auto_memo = AUTO_MEMO;
+uint64_t auto_memo_age_ns = AUTO_MEMO_AGE_NS;
 /*
  * per class: the size its verdicts are for, and per round slot the ranges
  * the verdict still serves and the verdict
  */
 static struct {
 	_Atomic unsigned int size_log2;
+	/* CLOCK_MONOTONIC ns when a round was last remembered */
+	_Atomic uint64_t stamp_ns;
 	struct {
 		_Atomic long left;
 		_Atomic int streams;
@@ -113,7 +121,9 @@ static int memo_take(const struct auto_fns *fn, unsigned long idx, int *s)
 	long n;
 
 	if (atomic_load_explicit(&memo[fn->memo_class].size_log2, memory_order_acquire) !=
-	    fn->memo_size_log2)
+	    fn->memo_size_log2 ||
+	    now_ns() - atomic_load_explicit(&memo[fn->memo_class].stamp_ns,
+						  memory_order_relaxed) > auto_memo_age_ns)
 		return 0;
 	n = atomic_load_explicit(left, memory_order_acquire);
 	while (n > 0)
@@ -126,16 +136,24 @@ static int memo_take(const struct auto_fns *fn, unsigned long idx, int *s)
 	return 0;
 }
 
-/* Remember a round's verdict; a range of another size forgets the old ones. */
+/*
+ * Remember a round's verdict; a range of another size forgets the old ones,
+ * and so does one that finds them too old (lest a fresh round revive them).
+ */
 static void memo_keep(const struct auto_fns *fn, unsigned long idx, int s)
 {
+	int stale;
+
 	if (auto_memo < 2)
 		return;
+	stale = now_ns() - atomic_load_explicit(&memo[fn->memo_class].stamp_ns,
+						memory_order_relaxed) > auto_memo_age_ns;
 	if (atomic_exchange_explicit(&memo[fn->memo_class].size_log2, fn->memo_size_log2,
-				     memory_order_acq_rel) != fn->memo_size_log2)
+				     memory_order_acq_rel) != fn->memo_size_log2 || stale)
 		for (int i = 0; i < AUTO_MEMO_SLOTS; i++)
 			atomic_store_explicit(&memo[fn->memo_class].slot[i].left, 0,
 					      memory_order_relaxed);
+	atomic_store_explicit(&memo[fn->memo_class].stamp_ns, now_ns(), memory_order_relaxed);
 	atomic_store_explicit(&memo[fn->memo_class].slot[memo_slot(idx)].streams, s,
 			      memory_order_relaxed);
 	atomic_store_explicit(&memo[fn->memo_class].slot[memo_slot(idx)].left,

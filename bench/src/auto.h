@@ -78,9 +78,16 @@ extern const size_t n_auto_orders;
  * 1, 2, 4, ...) of the next N - 1 ranges of its class and size (the same
  * power of two of memmap bytes), which run no round there; the Nth runs it
  * again, as does a range of another size, which also forgets the verdicts
- * of the size before.  0 or 1: every range learns (patch 11).
+ * of the size before.  AUTO_MEMO (patch 11's MEMMAP_AUTO_REUSE) by default;
+ * 0 or 1: every range learns (patch 11 before 2026-11-27).
  */
+#define AUTO_MEMO 8
+/* a verdict serves ranges for a second at most (patch 11's MEMMAP_AUTO_MEMORY_AGE, HZ);
+ * the kernel also keys it by node, which the bench, on one, need not */
+#define AUTO_MEMO_AGE_NS 1000000000ULL
 extern unsigned long auto_memo;
+/* for verify: how long a verdict serves (AUTO_MEMO_AGE_NS) */
+extern uint64_t auto_memo_age_ns;
 #define AUTO_MEMO_CLASSES 16
 #define AUTO_MEMO_SLOTS 66
 /* what the kernel knows of a range before its init: where the memmap lives

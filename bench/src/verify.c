@@ -319,14 +319,14 @@ static void verify_auto_late(char *buf, const char *ref, size_t size, unsigned l
  * of one range in the first, fourth and seventh and none in the others, which
  * follow the remembered verdicts (streaming, the clock's); a range of
  * another class (walked next) learns for itself, and so does one of half
- * the size.
+ * the size; with an age of 0 ns no verdict serves the next range.
  */
 static void verify_auto_memo(char *buf, const char *ref, size_t size, unsigned long nr, int order,
 			     int pre, const char *layout, const char *tname)
 {
 	struct page *map = (struct page *)(buf + GUARD);
 	unsigned long memo = auto_memo, per_range;
-	struct auto_stats a = { 0 }, walked = { 0 }, half = { 0 };
+	struct auto_stats a = { 0 }, walked = { 0 }, half = { 0 }, aged = { 0 };
 	int ok = 1, all_streamed = 1;
 	char what[400];
 
@@ -355,23 +355,38 @@ static void verify_auto_memo(char *buf, const char *ref, size_t size, unsigned l
 	ok = ok && !memcmp(buf, ref, size + 2 * GUARD);
 	run_auto_fill(pre, streaming_decisive_clock, 1, map, nr / 2, order, READBACK_NONE,
 		      PREP_NONE, &half);
+	/* a range that learns, and one after it once its verdicts are too old */
+	auto_memo_reset();
+	memset(buf, POISON, size + 2 * GUARD);
+	run_auto_fill(pre, streaming_decisive_clock, 1, map, nr, order, READBACK_NONE, PREP_NONE,
+		      &aged);
+	auto_memo_age_ns = 0;
+	aged = (struct auto_stats){ 0 };
+	memset(buf, POISON, size + 2 * GUARD);
+	run_auto_fill(pre, streaming_decisive_clock, 1, map, nr, order, READBACK_NONE, PREP_NONE,
+		      &aged);
+	ok = ok && !memcmp(buf, ref, size + 2 * GUARD);
+	auto_memo_age_ns = AUTO_MEMO_AGE_NS;
 	auto_memo = memo;
 	auto_memo_reset();
 	snprintf(what, sizeof(what),
 		 "fill auto layout=%s pgmap=%s threads=1 split=chunked/%lu clock=streaming-decisive "
 		 "memo=3 records=%lu "
 		 "(rounds per range %lu; seven ranges: %lu rounds, %lu remembered; walked: %lu; "
-		 "half the size: %lu, %lu remembered)%s",
+		 "half the size: %lu, %lu remembered; too old: %lu, %lu remembered)%s",
 		 layout, tname, chunk_pages, nr, per_range, a.rounds, a.memo_rounds, walked.rounds,
-		 half.rounds, half.memo_rounds,
+		 half.rounds, half.memo_rounds, aged.rounds, aged.memo_rounds,
 		 !ok ? ": differs from the slow path" :
 		 a.rounds != 3 * per_range || a.memo_rounds != 4 * per_range ?
 		 ": rounds not remembered for exactly the next two ranges" :
 		 !all_streamed ? ": a remembered verdict not followed" :
 		 walked.rounds != per_range ? ": a verdict served another class" :
-		 !half.rounds || half.memo_rounds ? ": a verdict served another size" : "");
+		 !half.rounds || half.memo_rounds ? ": a verdict served another size" :
+		 aged.rounds != per_range || aged.memo_rounds ? ": a verdict served past its age" :
+		 "");
 	report(ok && per_range && a.rounds == 3 * per_range && a.memo_rounds == 4 * per_range &&
-	       all_streamed && walked.rounds == per_range && half.rounds && !half.memo_rounds, what);
+	       all_streamed && walked.rounds == per_range && half.rounds && !half.memo_rounds &&
+	       aged.rounds == per_range && !aged.memo_rounds, what);
 }
 
 static void verify_auto(char *buf, const char *ref, size_t size, unsigned long nr, int order,
@@ -602,6 +617,9 @@ int cmd_verify(struct opts *o)
 
 	if (!size)
 		die("--size must be at least 32 KiB%s", "");
+	/* every range learns, so that each check sees its own rounds;
+	 * verify_auto_memo() checks the remembered verdicts */
+	auto_memo = 0;
 	alloc_scratch();
 	verify_auto_walk_share();
 	verify_auto_tiles();

@@ -60,9 +60,10 @@ class Policy:
     late_llcs: int = 2
     late_margin_den: int = 4
     # a round's verdict serves the same round of the next memo - 1 ranges of its kind and size
-    # (0: every range learns, patch 11), in bursts of ranges as the sweep runs them: a sample of
-    # one configuration fills burst_bytes of struct pages, several ranges if they are smaller
-    memo: int = 0
+    # (patch 11's MEMMAP_AUTO_REUSE; 0: every range learns), in bursts of ranges as the sweep runs
+    # them: a sample of one configuration fills burst_bytes of struct pages, several ranges if
+    # they are smaller
+    memo: int = 8
     burst_bytes: int = 64 << 20
 
 

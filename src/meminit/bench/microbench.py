@@ -107,9 +107,9 @@ class MicrobenchRequest:
     auto_late_margin: int = 4
     # the order of a round's pieces (bench/src/auto.h auto_stream_first), patch 11's
     auto_order: str = "lead-first"
-    # a round's verdict serves the same slot of the next N - 1 ranges of its kind and size (0: off,
-    # every range learns, patch 11; bench/src/auto.h auto_memo)
-    auto_memo: int = 0
+    # a round's verdict serves the same slot of the next N - 1 ranges of its kind and size (patch
+    # 11's MEMMAP_AUTO_REUSE; 0: every range learns; bench/src/auto.h AUTO_MEMO)
+    auto_memo: int = 8
     nice: int = 0
     out: Path | None = None  # None: results/microbench-<UTC stamp>
     verify: bool = False
@@ -127,7 +127,7 @@ def bench_command(opts: dict, fault_kinds: list[str], movsb_block: str, pgmap_ty
                   auto_min: tuple[str | None, str | None] = (None, None),
                   clear_fault: str = "middle", auto_walk_share: str = "llc",
                   auto_late_llcs: int = 2, auto_late_margin: int = 4,
-                  auto_order: str = "lead-first", auto_memo: int = 0) -> list[str]:
+                  auto_order: str = "lead-first", auto_memo: int = 8) -> list[str]:
     cmd = [str(BINARY), "run", "--sizes", opts["sizes"], "--reps", str(opts["reps"]),
            "--threads", opts["threads"], "--layouts", opts["layouts"], "--dests", opts["dests"],
            "--fill", opts["fill"] or "none", "--clear", opts["clear"] or "none",

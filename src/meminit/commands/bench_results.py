@@ -52,6 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--memo", type=options.integer(0, 1024, note="0: none"), default=auto_replay.Policy.memo,
                    help="replay: a round's verdict serves the same round of the next N - 1 ranges of its "
                         "kind and size, in bursts of ranges as the sweep runs them (64 MiB of struct "
-                        "pages per sample) (default %(default)s, as patch 11: every range learns)")
+                        "pages per sample) (default %(default)s, as patch 11; 0: every range learns, "
+                        "as before 2026-11-27)")
     p.add_argument("--write", action="store_true", help="table: write the table into bench/RESULTS.md")
     p.set_defaults(func=_cmd_bench_results, usage_error=p.error)

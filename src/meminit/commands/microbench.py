@@ -111,8 +111,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(default %(default)s)")
     p.add_argument("--auto-memo", type=options.integer(0, 1024), default=d.auto_memo,
                    help="a round's verdict also serves the same round of the next N - 1 ranges "
-                        "of its kind and size, which run none there; 0: every range learns "
-                        "(patch 11) (docs/series.md, \"Remembered verdicts\") (default %(default)s)")
+                        "of its kind and size, which run none there (patch 11's "
+                        "MEMMAP_AUTO_REUSE); 0: every range learns (docs/series.md, "
+                        "\"Remembered verdicts\") (default %(default)s)")
     p.add_argument("--nice", type=options.integer(-20, 19, note="0: unchanged"), default=d.nice,
                    help="niceness for the benchmark's own session/autogroup (e.g. -10 on a busy "
                         "shared machine; negative values need root)")
