@@ -316,9 +316,12 @@ def test_replay_of_logged_rounds_reproduces_what_the_sweep_streamed_on_one_threa
     # every recorded sweep that logged its rounds ran the policy replayed here: on one thread
     # (no race between threads' rounds) the replay must put each record in the mode the sweep
     # did. A change of rule makes the runs recorded before it leave this test: replay them with
-    # the Policy they ran
+    # the Policy they ran. A run whose verdicts served several ranges logged the rounds of the
+    # ranges that learned only, which cannot give the others' shares
     checked = 0
     for run in auto_replay.recorded_runs():
+        if run.auto_memo >= 2:
+            continue
         for row in run.rows:
             if row.get("strategy") != "auto" or row["threads"] != 1 or "rounds_by_rep" not in row:
                 continue

@@ -82,6 +82,9 @@ def test_summary_of_a_run_keeps_cpu_facts_and_fills(tmp_path: Path):
     s = br.from_result(result, "results/microbench-x")
     assert s["slug"] == "intel-xeon-processor-f6m167" and s["flags"] == ["avx512f", "fsrm"]
     assert [r["strategy"] for r in s["rows"]] == ["template"]
+    # a run before --auto-memo: every range learned
+    assert s["auto_memo"] == 0
+    assert br.from_result({**result, "options": {"reps": 7, "auto_memo": 8}}, "x")["auto_memo"] == 8
     path = br.save(s, tmp_path)
     assert br.load_all(tmp_path) == [json.loads(path.read_text())]
 

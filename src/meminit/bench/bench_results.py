@@ -57,6 +57,9 @@ def from_result(result: dict, source: str) -> dict:
         "kernel": m.get("kernel"), "date": result["date"],
         "loadavg_start": result["loadavg_start"], "loadavg_end": result["loadavg_end"],
         "reps": result["options"]["reps"], "source": source,
+        # ranges a round's verdict served (--auto-memo; absent before 2026-11-27 evening: 0, every
+        # range learned): the replay of logged rounds reproduces only runs where every range did
+        "auto_memo": result["options"].get("auto_memo", 0),
         # from the samples where the run kept them, so that the rows carry today's summary
         # (the repetitions the paired bar needs, what auto's probes measured)
         "rows": _rows(bench_stats.summarize(result["samples"]) if result.get("samples") else result["summary"]),
