@@ -32,6 +32,9 @@ MAY_BE_ZERO = {
     ("bench-results", "--late-llcs"): "0 = no late rounds: the 1/32 margin everywhere (before "
                                       "2026-11-27), as bench/'s --auto-late-llcs 0",
     ("microbench", "--auto-late-llcs"): "0 = no late rounds, as the bench's --auto-late-llcs 0",
+    ("microbench", "--auto-memo"): "0 = every range learns, no remembered verdicts (before "
+                                   "2026-11-27 evening), as the bench's --auto-memo 0",
+    ("bench-results", "--memo"): "0 = the replay charges every range its rounds, as --auto-memo 0",
     ("bench-results", "--family"): "a CPU family number as /proc/cpuinfo gives it",
     ("bench-results", "--model"): "a CPU model number as /proc/cpuinfo gives it: model 0 exists",
     ("maple-bench", "--gap-pages"): "0 = contiguous ranges, the default (--help)",
