@@ -394,14 +394,13 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 	unsigned long lead = auto_lead_records(chunk->order);
 	struct fill_job j = *chunk;
 	long v = atomic_load_explicit(&verdict, memory_order_relaxed);
+	int round = auto_probe_chunk(idx, v >= 0) && j.nr_pages >= auto_round_records(j.order, idx);
 	int s;
 
-	if (auto_probe_chunk(idx, v >= 0) && j.nr_pages >= auto_round_records(j.order, idx) &&
-	    memo_take(fn, idx, &s)) {
+	if (round && memo_take(fn, idx, &s)) {
 		publish(idx, s);
 		__atomic_fetch_add(&stats.memo_rounds, 1, __ATOMIC_RELAXED);
-	} else if (auto_probe_chunk(idx, v >= 0) &&
-		   j.nr_pages >= auto_round_records(j.order, idx)) {
+	} else if (round) {
 		int late = idx >= fn->late_chunk;
 		uint64_t ns[2][2], lead_ns = 0;
 		struct fill_job piece = j;

@@ -167,6 +167,7 @@ def streamed_by_rounds(policy: Policy, records: int, order: int, threads: int, l
     fills = len(by_chunk.get(0, []))
     if not fills:
         return None
+    learns = learning_share(policy, records)
     tmpl = stream = 0.0
     follow = 0.0  # share of the fills in which the chunks after the last round stream
     for idx, size, has_round in _chunks(policy, records, order, threads):
@@ -177,7 +178,7 @@ def streamed_by_rounds(policy: Policy, records: int, order: int, threads: int, l
         in_t = in_s = wins = 0.0
         for rnd in logged:
             won, pairs = round_verdict(policy, rnd, late is not None and idx >= late)
-            t, s = _chunk_with_round(policy, order, size, pairs, won, learning_share(policy, records))
+            t, s = _chunk_with_round(policy, order, size, pairs, won, learns)
             in_t, in_s, wins = in_t + t, in_s + s, wins + won
         if logged:
             in_t, in_s, wins = in_t / len(logged), in_s / len(logged), wins / len(logged)
@@ -206,12 +207,13 @@ def split(policy: Policy, records: int, order: int, verdicts: tuple[bool, bool],
     early_late = early if early_late is None else early_late
     tmpl = stream = 0.0
     mode = False
+    learns = learning_share(policy, records)
     for idx, size, has_round in _chunks(policy, records, order, threads):
         if has_round:
             is_late = late is not None and idx >= late
             mode = verdicts[is_late]
             pairs = 1 if (early_late if is_late else early) else policy.pieces // 2
-            t, s = _chunk_with_round(policy, order, size, pairs, mode, learning_share(policy, records))
+            t, s = _chunk_with_round(policy, order, size, pairs, mode, learns)
         else:
             t, s = (0, size) if mode else (size, 0)
         tmpl, stream = tmpl + t, stream + s
