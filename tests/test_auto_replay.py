@@ -114,6 +114,26 @@ def test_replay_uses_the_probes_where_the_sweep_recorded_them():
     assert cell["ratio_best"] == pytest.approx(1 / (1 + 512 / 65536), rel=1e-6)
 
 
+def test_replay_of_tied_probe_sums_judges_the_sweeps_own_auto():
+    tmpl, stream = _row("template", [18] * 7), _row("movntdq", [24] * 7)
+    # the sums tie (1.3 %, inside the 1/32 margin): one verdict would say template, 0.75x;
+    # the rounds split and the sweep's auto streamed 91 %, at these rates per repetition
+    rates = [24.5, 23.0, 24.0, 23.5, 22.0, 24.2, 23.8]
+    auto = _row("auto", rates, probe_tmpl_ns=1013, probe_stream_ns=1000, streamed_share=0.91)
+    cell = auto_replay.replay_cell(POLICY, tmpl, stream, auto, 0)
+    assert (cell["mode"], cell["source"]) == ("streaming", "live")
+    assert cell["ratio_best"] == pytest.approx(23.8 / 24, rel=1e-3)
+    assert cell["ratio_template"] == pytest.approx(23.8 / 18, rel=1e-3)
+    assert cell["other_share"] == pytest.approx(0.09) and cell["verdict"] == "ok"
+    # the same auto with a margin's worth between the sums: the sums decide, as before
+    auto.update(probe_tmpl_ns=1000, probe_stream_ns=1100)
+    cell = auto_replay.replay_cell(POLICY, tmpl, stream, auto, 0)
+    assert (cell["mode"], cell["source"], cell["verdict"]) == ("template", "probes", "MISS")
+    # a tie in a summary without repetitions has no pairs to go on: the sums decide
+    auto.update(probe_tmpl_ns=1013, probe_stream_ns=1000, by_rep=[])
+    assert auto_replay.replay_cell(POLICY, tmpl, stream, auto, 0)["source"] == "probes"
+
+
 def test_replay_without_probes_assumes_them_right_and_charges_the_schedule():
     tmpl, stream = _row("template", [8] * 7), _row("movntdq", [22] * 7)
     cell = auto_replay.replay_cell(POLICY, tmpl, stream, None, 0)

@@ -24,6 +24,10 @@ own, but judged on what the sweep's pieces measured, and a round the sweep ended
 as one pair whatever the policy's early end. A
 rule whose margin sits inside the rounds' spread streams some rounds and not others, which the
 probes' sums, one verdict for all, cannot show (`live S`: what the sweep's own auto streamed).
+Where a sweep kept only the sums and they tie (neither mode's probes faster by the margin), the
+rounds' verdicts were their pieces' noise and no one verdict replays them: such a configuration
+is judged by the sweep's own auto, paired repetition by repetition as the live bar is ("live";
+the rule of the sweep's day, before any late round, as the cell has none).
 """
 
 from __future__ import annotations
@@ -133,6 +137,13 @@ def streams(policy: Policy, probe_tmpl_ns: float, probe_stream_ns: float, late: 
     if late:
         return probe_tmpl_ns * policy.late_margin_den >= probe_stream_ns * (policy.late_margin_den - 1)
     return probe_stream_ns * policy.margin_den < probe_tmpl_ns * (policy.margin_den - 1)
+
+
+def tie(policy: Policy, probe_tmpl_ns: float, probe_stream_ns: float) -> bool:
+    """Neither mode's probe beats the other's by the margin (1/margin_den): a round's verdict
+    there is its pieces' noise."""
+    return probe_stream_ns * policy.margin_den >= probe_tmpl_ns * (policy.margin_den - 1) and \
+        probe_tmpl_ns * policy.margin_den >= probe_stream_ns * (policy.margin_den - 1)
 
 
 def decided(policy: Policy, lead_ns: float, t_ns: float, s_ns: float, late: bool) -> bool:
@@ -266,6 +277,14 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
         rate = 1 / (shares[k] / rs[k] + (1 - shares[k]) / rt[k])
         pairs.append(rate / (rs[k] if best is stream else rt[k]))
         pairs_t.append(rate / rt[k])
+    if source == "probes" and tie(policy, t_ns, s_ns) and not past_late and auto \
+            and auto.get("by_rep") and auto.get("streamed_share") is not None:
+        # the sums tie: each round's verdict was its own pieces' noise, which one verdict for
+        # all cannot replay; the sweep's own auto ran those rounds, repetition by repetition
+        pairs, pairs_t = bench_stats.paired_ratios(auto, best), bench_stats.paired_ratios(auto, tmpl)
+        share, source = auto["streamed_share"], "live"
+        s = share > 0.5
+        mode, other = ("streaming" if s else "template"), (1 - share if s else share)
     pairs.sort()
     pairs_t.sort()
     verdict, verdict_t = bench_stats.bar_verdict(pairs), bench_stats.bar_verdict(pairs_t)
