@@ -315,6 +315,19 @@ static void verify_auto_late(char *buf, const char *ref, size_t size, unsigned l
 }
 
 /*
+ * One range of verify_auto_memo(): poisoned, filled by auto on one thread
+ * under the streaming-decisive clock; 1 if it matches the slow path's.
+ */
+static int memo_range(char *buf, const char *ref, size_t size, unsigned long nr, int order,
+		      int pre, int readback, struct auto_stats *stats)
+{
+	memset(buf, POISON, size + 2 * GUARD);
+	run_auto_fill(pre, streaming_decisive_clock, 1, (struct page *)(buf + GUARD), nr, order,
+		      readback, PREP_NONE, stats);
+	return !memcmp(buf, ref, size + 2 * GUARD) && stats->records == nr;
+}
+
+/*
  * --auto-memo: with a memory of 3, seven ranges of one class run the rounds
  * of one range in the first, fourth and seventh and none in the others, which
  * follow the remembered verdicts (streaming, the clock's); a range of
@@ -324,15 +337,14 @@ static void verify_auto_late(char *buf, const char *ref, size_t size, unsigned l
 static void verify_auto_memo(char *buf, const char *ref, size_t size, unsigned long nr, int order,
 			     int pre, const char *layout, const char *tname)
 {
-	struct page *map = (struct page *)(buf + GUARD);
 	unsigned long memo = auto_memo, per_range;
 	struct auto_stats a = { 0 }, walked = { 0 }, half = { 0 }, aged = { 0 };
-	int ok = 1, all_streamed = 1;
+	int ok, all_streamed = 1;
 	char what[400];
 
 	chunk_req_pages = order ? 4096 : 2048;
 	auto_memo = 0;
-	run_auto_fill(pre, streaming_decisive_clock, 1, map, nr, order, READBACK_NONE, PREP_NONE, &a);
+	ok = memo_range(buf, ref, size, nr, order, pre, READBACK_NONE, &a);
 	per_range = a.rounds;
 	auto_memo = 3;
 	auto_memo_reset();
@@ -340,32 +352,22 @@ static void verify_auto_memo(char *buf, const char *ref, size_t size, unsigned l
 	for (int r = 0; r < 7; r++) {
 		struct auto_stats one = { 0 };
 
-		memset(buf, POISON, size + 2 * GUARD);
-		run_auto_fill(pre, streaming_decisive_clock, 1, map, nr, order, READBACK_NONE,
-			      PREP_NONE, &one);
-		ok = ok && !memcmp(buf, ref, size + 2 * GUARD) && one.records == nr;
+		ok = memo_range(buf, ref, size, nr, order, pre, READBACK_NONE, &one) && ok;
 		if (!one.rounds)
 			all_streamed = all_streamed && one.streamed == nr;
 		a.rounds += one.rounds;
 		a.memo_rounds += one.memo_rounds;
 	}
-	memset(buf, POISON, size + 2 * GUARD);
-	run_auto_fill(pre, streaming_decisive_clock, 1, map, nr, order, READBACK_WALK, PREP_NONE,
-		      &walked);
-	ok = ok && !memcmp(buf, ref, size + 2 * GUARD);
-	run_auto_fill(pre, streaming_decisive_clock, 1, map, nr / 2, order, READBACK_NONE,
-		      PREP_NONE, &half);
+	ok = memo_range(buf, ref, size, nr, order, pre, READBACK_WALK, &walked) && ok;
+	/* half the range: its records differ from ref's, only its rounds count */
+	run_auto_fill(pre, streaming_decisive_clock, 1, (struct page *)(buf + GUARD), nr / 2, order,
+		      READBACK_NONE, PREP_NONE, &half);
 	/* a range that learns, and one after it once its verdicts are too old */
 	auto_memo_reset();
-	memset(buf, POISON, size + 2 * GUARD);
-	run_auto_fill(pre, streaming_decisive_clock, 1, map, nr, order, READBACK_NONE, PREP_NONE,
-		      &aged);
+	ok = memo_range(buf, ref, size, nr, order, pre, READBACK_NONE, &aged) && ok;
 	auto_memo_age_ns = 0;
 	aged = (struct auto_stats){ 0 };
-	memset(buf, POISON, size + 2 * GUARD);
-	run_auto_fill(pre, streaming_decisive_clock, 1, map, nr, order, READBACK_NONE, PREP_NONE,
-		      &aged);
-	ok = ok && !memcmp(buf, ref, size + 2 * GUARD);
+	ok = memo_range(buf, ref, size, nr, order, pre, READBACK_NONE, &aged) && ok;
 	auto_memo_age_ns = AUTO_MEMO_AGE_NS;
 	auto_memo = memo;
 	auto_memo_reset();
