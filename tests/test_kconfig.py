@@ -1,5 +1,8 @@
 from pathlib import Path
 
+import pytest
+
+from meminit.core.errors import MeminitError
 from meminit.kernel import kconfig
 
 
@@ -97,3 +100,46 @@ def test_each_kernel_lays_its_own_fragment_over_the_shared_one():
     assert "CONFIG_FOLIO_ZERO_USER_UNIT_DEBUGFS" not in mainline
     names = [str(f.relative_to(kconfig.paths.CONFIG_DIR)) for f in kconfig.fragments_for("series", kernels.LTS)]
     assert names == ["meminit.config", "6.12/meminit.config", "series.config", "6.12/series.config"]
+
+
+def _fake_make(calls: list[str], keep_option: bool):
+    """A make that writes .config as tinyconfig + merge would (with CONFIG_A=y) and an
+    olddefconfig that drops CONFIG_A unless keep_option (the tree has it)."""
+    def run(cmd, cwd=None):
+        out = Path(next(a[2:] for a in cmd if a.startswith("O="))) if "make" in cmd[0] else Path(cmd[3])
+        config = out / ".config"
+        step = cmd[-1] if "make" in cmd[0] else "merge"
+        calls.append(step)
+        if step == "tinyconfig":
+            config.write_text("CONFIG_B=y\n")
+        elif step == "merge":
+            config.write_text(config.read_text() + "CONFIG_A=y\n")
+        elif step == "olddefconfig" and not keep_option:
+            config.write_text(config.read_text().replace("CONFIG_A=y\n", ""))
+    return run
+
+
+def test_configure_starts_again_from_the_fragments_when_a_stale_config_lost_options(tmp_path, monkeypatch):
+    fragment = tmp_path / "frag.config"
+    fragment.write_text("CONFIG_A=y\n")
+    out = tmp_path / "build"
+    calls: list[str] = []
+    monkeypatch.setattr(kconfig, "_run", _fake_make(calls, keep_option=True))
+    kconfig.configure(tmp_path, out, [fragment])
+    assert calls == ["tinyconfig", "merge", "olddefconfig"]
+    # a make at an older commit dropped CONFIG_A from the .config; the fragments did not change
+    (out / ".config").write_text("CONFIG_B=y\n")
+    calls.clear()
+    kconfig.configure(tmp_path, out, [fragment])
+    assert calls == ["olddefconfig", "tinyconfig", "merge", "olddefconfig"]
+    assert "CONFIG_A=y" in (out / ".config").read_text()
+    # a tree that really lacks the option fails, once configured from scratch too
+    calls.clear()
+    monkeypatch.setattr(kconfig, "_run", _fake_make(calls, keep_option=False))
+    with pytest.raises(MeminitError, match="CONFIG_A=y"):
+        kconfig.configure(tmp_path, out, [fragment])
+    assert calls == ["olddefconfig", "tinyconfig", "merge", "olddefconfig"]
+    calls.clear()
+    with pytest.raises(MeminitError, match="CONFIG_A=y"):
+        kconfig.configure(tmp_path, out, [fragment])
+    assert calls == ["tinyconfig", "merge", "olddefconfig"]  # the stamp went with the failure

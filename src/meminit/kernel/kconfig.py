@@ -88,19 +88,28 @@ def configure(src: Path, out: Path, fragments: list[Path], optional: list[Path] 
                             + b"".join(b"optional:" + f.read_bytes() for f in optional)).hexdigest()
     stamp = _stamp(out)
     config = out / ".config"
-    if not (config.exists() and stamp.exists() and stamp.read_text() == digest):
-        print(f"meminit: configuring {out.name}: tinyconfig + {', '.join(map(_shown, fragments))}"
-              + (f" (where the tree has them: {', '.join(map(_shown, optional))})" if optional else ""),
-              file=sys.stderr, flush=True)
-        _run(["make", "-s", "-C", str(src), f"O={out}", "tinyconfig"])
-        _run([str(src / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(out), str(config),
-              *map(str, fragments), *map(str, optional)], cwd=src)
-    _run(["make", "-s", "-C", str(src), f"O={out}", "olddefconfig"])
-    problems = dropped_options(wanted_options(fragments), parse_config(config.read_text()))
-    if problems:
+    fresh = not (config.exists() and stamp.exists() and stamp.read_text() == digest)
+    while True:
+        if fresh:
+            print(f"meminit: configuring {out.name}: tinyconfig + {', '.join(map(_shown, fragments))}"
+                  + (f" (where the tree has them: {', '.join(map(_shown, optional))})" if optional else ""),
+                  file=sys.stderr, flush=True)
+            _run(["make", "-s", "-C", str(src), f"O={out}", "tinyconfig"])
+            _run([str(src / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(out), str(config),
+                  *map(str, fragments), *map(str, optional)], cwd=src)
+        _run(["make", "-s", "-C", str(src), f"O={out}", "olddefconfig"])
+        problems = dropped_options(wanted_options(fragments), parse_config(config.read_text()))
+        if not problems:
+            break
         stamp.unlink(missing_ok=True)
-        raise MeminitError("required kernel options were dropped by their dependencies:\n  "
-                           + "\n  ".join(problems) + f"\n(config: {config})")
+        if fresh:
+            raise MeminitError("required kernel options were dropped by their dependencies:\n  "
+                               + "\n  ".join(problems) + f"\n(config: {config})")
+        # the fragments are unchanged, but a make in `out` at another state of the tree (a
+        # commit before the options existed) let olddefconfig drop them from the .config
+        print(f"meminit: {config} lost options the fragments require ({'; '.join(problems)}): "
+              f"configuring again", file=sys.stderr, flush=True)
+        fresh = True
     stamp.write_text(digest)
 
 
