@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from meminit.bench import auto_replay, bench_render, bench_results, bench_stats
+from meminit.bench import auto_replay, bench_render, bench_results, bench_stats, recorded_runs
 
 # every range learns: the charges of one range (the default remembers verdicts, memo 8)
 POLICY = auto_replay.Policy(memo=0)
@@ -174,7 +174,7 @@ def test_replay_command_reads_every_kind_of_recorded_run(tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()
     (run / "result.json").write_text(json.dumps({"samples": samples, "machine": {"cpu_model": "Test CPU"}}))
-    loaded = auto_replay.load_run(run)
+    loaded = recorded_runs.load_run(run)
     assert loaded is not None and loaded.cpu.startswith("Test CPU")
     text, every = bench_results.replay_report([loaded], POLICY)
     assert every and "bar met in 1/1" in text and "probes" in text
@@ -223,12 +223,12 @@ def test_recorded_runs_carry_their_llc(tmp_path):
               {"level": "1", "type": "Instruction", "size": "32K"}]
     (run / "result.json").write_text(json.dumps({"samples": samples,
                                                  "machine": {"cpu_model": "Test CPU", "caches": caches}}))
-    assert auto_replay.load_run(run).llc_bytes == 32 << 20
+    assert recorded_runs.load_run(run).llc_bytes == 32 << 20
     (run / "result.json").write_text(json.dumps({"samples": samples, "bench_info": {"llc_bytes": "8388608"},
                                                  "machine": {"cpu_model": "Test CPU"}}))
-    assert auto_replay.load_run(run).llc_bytes == 8 << 20
+    assert recorded_runs.load_run(run).llc_bytes == 8 << 20
     (run / "result.json").write_text(json.dumps({"samples": samples, "machine": {"cpu_model": "Test CPU"}}))
-    assert auto_replay.load_run(run).llc_bytes is None
+    assert recorded_runs.load_run(run).llc_bytes is None
 
 
 def test_adding_another_run_of_a_cpu_keeps_the_one_recorded(tmp_path, monkeypatch):
@@ -339,7 +339,7 @@ def test_replay_of_logged_rounds_reproduces_what_the_sweep_streamed_on_one_threa
     # the Policy they ran. A run whose verdicts served several ranges logged the rounds of the
     # ranges that learned only, which cannot give the others' shares
     checked = 0
-    for run in auto_replay.recorded_runs():
+    for run in recorded_runs.recorded_runs():
         if run.auto_memo >= 2:
             continue
         for row in run.rows:

@@ -32,18 +32,13 @@ the rule of the sweep's day, before any late round, as the cell has none).
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
-from meminit.bench import bench_stats, benchbin
-from meminit.core import paths, units
+from meminit.bench import bench_stats
 
-SHARED_MEASUREMENTS = paths.REPO.parent / "shared" / "measurements"
-RESULTS_DIR = paths.BENCH_DIR / "results"
 # the cache states of the kernel's callers (bench/README.md): an altmap memmap (cold), a DRAM
 # memmap nobody walks (warm) and one its owner walks after the init (walked); `readback`, each
 # chunk read back right after its init, stands for no caller and is not judged
@@ -333,73 +328,3 @@ def replay_rows(policy: Policy, rows: list[dict], llc_bytes: int | None = None) 
                                    0 if layout == "o0" else 9, llc_bytes))
     out.sort(key=lambda c: (c["layout"], bench_stats.dest_rank(c["dest"]), c["size"], c["threads"]))
     return out
-
-
-@dataclass
-class RecordedRun:
-    name: str
-    cpu: str
-    rows: list[dict]
-    llc_bytes: int | None = None  # None: the run did not record it
-    # ranges a round's verdict served in the run (--auto-memo; 0: every range learned)
-    auto_memo: int = 0
-
-
-def _llc_from_caches(caches: list[dict]) -> int | None:
-    """The last level's size from a machine's cache list (sysfs sizes such as '32768K')."""
-    levels = [c for c in caches if c.get("type") != "Instruction"]
-    if not levels:
-        return None
-    top = max(levels, key=lambda c: int(c["level"]))
-    return units.parse_size(top["size"])
-
-
-def _llc_from_info(info: dict) -> int | None:
-    """The LLC size the bench printed ('info llc_bytes=...'), if it did."""
-    value = info.get("llc_bytes")
-    return int(value) or None if value is not None else None
-
-
-def _cpu(machine: dict) -> str:
-    fm = f" family {machine.get('cpu_family') or machine.get('family')} model " \
-         f"{machine.get('cpu_model_number') or machine.get('model')}"
-    return f"{machine.get('cpu_model', '?')}{fm if 'None' not in fm else ''}"
-
-
-def load_run(path: Path) -> RecordedRun | None:
-    """A recorded sweep: a microbench result.json (its samples re-summarised, so that the
-    repetitions pair), a raw.txt of samples, or a bench/results summary (medians only)."""
-    if path.is_dir():
-        for name in ("result.json", "raw.txt"):
-            if (path / name).exists():
-                return load_run(path / name)
-        return None
-    if path.name == "raw.txt":
-        out = benchbin.parse_output(path.read_text())
-        table = path.with_name("table.txt")
-        head = table.read_text().splitlines()[0] if table.exists() else ""
-        cpu = head.split("  ")[2] if head.count("  ") >= 2 else "?"
-        return RecordedRun(str(path.parent), cpu, bench_stats.summarize(out.samples),
-                           _llc_from_info(out.info))
-    data = json.loads(path.read_text())
-    if "samples" in data:
-        llc = _llc_from_info(data.get("bench_info", {})) or _llc_from_caches(data["machine"].get("caches", []))
-        return RecordedRun(str(path.parent), _cpu(data["machine"]), bench_stats.summarize(data["samples"]), llc,
-                           data.get("options", {}).get("auto_memo", 0))
-    if "rows" in data:
-        return RecordedRun(str(path), _cpu(data), [{"kind": "fill", **r} for r in data["rows"]],
-                           _llc_from_caches(data.get("caches", [])), data.get("auto_memo", 0))
-    return None
-
-
-def recorded_runs(extra: list[Path] | None = None) -> list[RecordedRun]:
-    """bench/results/ and ../shared/measurements/ (when there), and any run named."""
-    found = sorted(RESULTS_DIR.glob("*.json"))
-    if SHARED_MEASUREMENTS.is_dir():
-        found += sorted(p for p in SHARED_MEASUREMENTS.iterdir() if p.is_dir())
-    runs = []
-    for p in found + list(extra or []):
-        run = load_run(p)
-        if run is not None:
-            runs.append(run)
-    return runs

@@ -15,7 +15,7 @@ import re
 import sys
 from pathlib import Path
 
-from meminit.bench import auto_replay, bench_render, bench_stats
+from meminit.bench import auto_replay, bench_render, bench_stats, recorded_runs
 from meminit.core import paths, units
 from meminit.core.tables import render_table
 from meminit.core.errors import MeminitError
@@ -193,7 +193,7 @@ def readme_with_table(readme: str, table: str) -> str:
     return f"{head}{TABLE_BEGIN}\n{table}{TABLE_END}{tail}"
 
 
-def replay_report(runs: list[auto_replay.RecordedRun], policy: auto_replay.Policy) -> tuple[str, bool]:
+def replay_report(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Policy) -> tuple[str, bool]:
     """Per recorded run: every configuration the replay judges, and its worst cell; whether
     every judged cell met the bar."""
     out, every = [], True
@@ -226,7 +226,7 @@ def replay_report(runs: list[auto_replay.RecordedRun], policy: auto_replay.Polic
 def replay(policy: auto_replay.Policy, more_runs: list[Path], check: bool = False) -> int:
     """The learning auto replayed over every recorded sweep and `more_runs`, printed; with
     `check`, 1 if a configuration misses the bar."""
-    runs = auto_replay.recorded_runs(more_runs)
+    runs = recorded_runs.recorded_runs(more_runs)
     text, every = replay_report(runs, policy)
     print(f"the learning auto replayed ({policy}) over {len(runs)} recorded runs: x best, x template "
           f"= median of per-repetition ratios (medians where a run kept none); from: the verdicts "
