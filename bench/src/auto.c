@@ -142,18 +142,20 @@ static int memo_take(const struct auto_fns *fn, unsigned long idx, int *s)
  */
 static void memo_keep(const struct auto_fns *fn, unsigned long idx, int s)
 {
+	uint64_t now;
 	int stale;
 
 	if (auto_memo < 2)
 		return;
-	stale = now_ns() - atomic_load_explicit(&memo[fn->memo_class].stamp_ns,
-						memory_order_relaxed) > auto_memo_age_ns;
+	now = now_ns();
+	stale = now - atomic_load_explicit(&memo[fn->memo_class].stamp_ns,
+					   memory_order_relaxed) > auto_memo_age_ns;
 	if (atomic_exchange_explicit(&memo[fn->memo_class].size_log2, fn->memo_size_log2,
 				     memory_order_acq_rel) != fn->memo_size_log2 || stale)
 		for (int i = 0; i < AUTO_MEMO_SLOTS; i++)
 			atomic_store_explicit(&memo[fn->memo_class].slot[i].left, 0,
 					      memory_order_relaxed);
-	atomic_store_explicit(&memo[fn->memo_class].stamp_ns, now_ns(), memory_order_relaxed);
+	atomic_store_explicit(&memo[fn->memo_class].stamp_ns, now, memory_order_relaxed);
 	atomic_store_explicit(&memo[fn->memo_class].slot[memo_slot(idx)].streams, s,
 			      memory_order_relaxed);
 	atomic_store_explicit(&memo[fn->memo_class].slot[memo_slot(idx)].left,

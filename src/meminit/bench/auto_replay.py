@@ -137,8 +137,8 @@ def streams(policy: Policy, probe_tmpl_ns: float, probe_stream_ns: float, late: 
 def tie(policy: Policy, probe_tmpl_ns: float, probe_stream_ns: float) -> bool:
     """Neither mode's probe beats the other's by the margin (1/margin_den): a round's verdict
     there is its pieces' noise."""
-    return probe_stream_ns * policy.margin_den >= probe_tmpl_ns * (policy.margin_den - 1) and \
-        probe_tmpl_ns * policy.margin_den >= probe_stream_ns * (policy.margin_den - 1)
+    return not streams(policy, probe_tmpl_ns, probe_stream_ns) and \
+        not streams(policy, probe_stream_ns, probe_tmpl_ns)
 
 
 def decided(policy: Policy, lead_ns: float, t_ns: float, s_ns: float, late: bool) -> bool:
@@ -259,27 +259,29 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
     # repetition's from its logged rounds
     shares = dict.fromkeys(keys, in_stream / records)
     logged = _logged_shares(policy, auto, records, order, tmpl["threads"], late)
+    share = None
     if logged and None not in keys and all(k in logged for k in keys):
         shares, source = logged, "rounds"
         # over every repetition, as the sweep's streamed share counts it (the pairs leave out
         # the disturbed ones)
         share = statistics.fmean(logged.values())
-        s = share > 0.5
-        mode, other = ("streaming" if s else "template"), (1 - share if s else share)
-    best = stream if stream["median"] > tmpl["median"] else tmpl
-    pairs, pairs_t = [], []
-    for k in keys:
-        rate = 1 / (shares[k] / rs[k] + (1 - shares[k]) / rt[k])
-        pairs.append(rate / (rs[k] if best is stream else rt[k]))
-        pairs_t.append(rate / rt[k])
-    if source == "probes" and tie(policy, t_ns, s_ns) and not past_late and auto \
+    elif source == "probes" and tie(policy, t_ns, s_ns) and not past_late and auto \
             and auto.get("by_rep") and auto.get("streamed_share") is not None:
         # the sums tie: each round's verdict was its own pieces' noise, which one verdict for
         # all cannot replay; the sweep's own auto ran those rounds, repetition by repetition
-        pairs, pairs_t = bench_stats.paired_ratios(auto, best), bench_stats.paired_ratios(auto, tmpl)
         share, source = auto["streamed_share"], "live"
+    if share is not None:
         s = share > 0.5
         mode, other = ("streaming" if s else "template"), (1 - share if s else share)
+    best = stream if stream["median"] > tmpl["median"] else tmpl
+    if source == "live" and auto is not None:
+        pairs, pairs_t = bench_stats.paired_ratios(auto, best), bench_stats.paired_ratios(auto, tmpl)
+    else:
+        pairs, pairs_t = [], []
+        for k in keys:
+            rate = 1 / (shares[k] / rs[k] + (1 - shares[k]) / rt[k])
+            pairs.append(rate / (rs[k] if best is stream else rt[k]))
+            pairs_t.append(rate / rt[k])
     pairs.sort()
     pairs_t.sort()
     verdict, verdict_t = bench_stats.bar_verdict(pairs), bench_stats.bar_verdict(pairs_t)
