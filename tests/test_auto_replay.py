@@ -268,7 +268,13 @@ def test_logged_rounds_are_kept_per_repetition_only_when_complete():
     row = bench_stats.summarize([{**s, **x} for s, x in zip(_samples("auto", [10] * 3), logged)])[0]
     assert row["rounds_by_rep"] == [[0, logged[0]["probe_rounds"]], [1, logged[1]["probe_rounds"]],
                                     [2, logged[2]["probe_rounds"]]]
-    assert bench_stats.parse_rounds(logged[0]["probe_rounds"]) == [(0, 9, 1, 2, 0, 0), (2, 9, 3, 1, 3, 1)]
+    assert [r[:6] for r in bench_stats.parse_rounds(logged[0]["probe_rounds"])] == \
+        [(0, 9, 1, 2, 0, 0), (2, 9, 3, 1, 3, 1)]
+    # since 2026-11-28 the fill and the verdict the round began under follow
+    assert bench_stats.parse_rounds("4:9:3:1:3:1:2:0") == [(4, 9, 3, 1, 3, 1, 2, 0)]
+    assert bench_stats.parse_rounds("0:9:3:1:3:1:0:-1")[0].before == -1
+    with pytest.raises(ValueError):
+        bench_stats.parse_rounds("4:9:3:1:3:1:2:2")
     # a sample whose log ran full (fewer rounds logged than run): no per-round replay
     full = [dict(x, rounds=3) if i == 1 else x for i, x in enumerate(logged)]
     row = bench_stats.summarize([{**s, **x} for s, x in zip(_samples("auto", [10] * 3), full)])[0]

@@ -162,10 +162,13 @@ static void memo_keep(const struct auto_fns *fn, unsigned long idx, int s)
 			      (long)auto_memo - 1, memory_order_release);
 }
 static unsigned long round_log_n;
+/* the fills since auto_log_reset(): auto_reset() starts each */
+static unsigned long round_log_fills;
 
 void auto_log_reset(void)
 {
 	__atomic_store_n(&round_log_n, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&round_log_fills, 0, __ATOMIC_RELAXED);
 }
 
 const struct auto_round_record *auto_log(unsigned long *n)
@@ -176,7 +179,9 @@ const struct auto_round_record *auto_log(unsigned long *n)
 	return round_log;
 }
 
-static void log_round(unsigned long idx, uint64_t lead_ns, const uint64_t ns[2][2], int early)
+/* before: the verdict published when the round began (-1 none) */
+static void log_round(unsigned long idx, uint64_t lead_ns, const uint64_t ns[2][2], int early,
+		      long before)
 {
 	unsigned long slot = __atomic_fetch_add(&round_log_n, 1, __ATOMIC_RELAXED);
 
@@ -186,6 +191,8 @@ static void log_round(unsigned long idx, uint64_t lead_ns, const uint64_t ns[2][
 		.chunk = idx, .lead_ns = lead_ns,
 		.tmpl_ns = { ns[0][0], early ? 0 : ns[0][1] },
 		.stream_ns = { ns[1][0], early ? 0 : ns[1][1] },
+		.fill = __atomic_load_n(&round_log_fills, __ATOMIC_RELAXED) - 1,
+		.before = before < 0 ? -1 : (int)(before & 1),
 	};
 }
 
@@ -271,6 +278,7 @@ unsigned long auto_walk_share(size_t bytes, size_t llc)
 
 void auto_reset(void)
 {
+	__atomic_fetch_add(&round_log_fills, 1, __ATOMIC_RELAXED);
 	atomic_store_explicit(&verdict, -1, memory_order_relaxed);
 	__atomic_store_n(&stats.rounds, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&stats.stream_rounds, 0, __ATOMIC_RELAXED);
@@ -437,7 +445,7 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 			}
 		}
 		__atomic_fetch_add(&stats.pieces, pieces, __ATOMIC_RELAXED);
-		log_round(idx, lead_ns, ns, pieces < AUTO_PIECES);
+		log_round(idx, lead_ns, ns, pieces < AUTO_PIECES, v);
 		s = auto_round_streams(ns[0], ns[1], late);
 		if (j.bug == BUG_AUTO_STREAM || j.bug == BUG_AUTO_TEMPLATE)
 			s = j.bug == BUG_AUTO_STREAM;

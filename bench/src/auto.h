@@ -124,6 +124,13 @@ struct auto_round_record {
 	uint64_t lead_ns;		/* the first lead-in, per piece's worth */
 	uint64_t tmpl_ns[2];		/* [1]: 0 if the round ended after one pair */
 	uint64_t stream_ns[2];
+	unsigned long fill;		/* the fill of the sample it ran in, from 0 */
+	/*
+	 * the verdict the other chunks followed when it began: -1 none yet,
+	 * 0 template, 1 streaming; on several threads the mode the others
+	 * were writing in while its pieces were timed
+	 */
+	int before;
 };
 #define AUTO_LOG_ROUNDS 1024
 /* forget the logged rounds (auto_reset() keeps them: a sample has several fills) */

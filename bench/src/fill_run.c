@@ -43,8 +43,10 @@ const struct fill_strategy fill_strategies[] = {
 
 /*
  * What each probe round of the sample measured, for the replay: chunk, lead-in,
- * first template and streaming pieces, second ones (0 after an early end), as
- * probe_rounds=c:l:t:s:t:s,... (fewer than rounds= if the log was full).
+ * first template and streaming pieces, second ones (0 after an early end), the
+ * fill and the verdict the other chunks followed when it began (-1 none, 0
+ * template, 1 streaming), as probe_rounds=c:l:t:s:t:s:f:b,... (fewer than
+ * rounds= if the log was full).
  */
 static void print_round_log(void)
 {
@@ -55,10 +57,11 @@ static void print_round_log(void)
 		return;
 	printf(" probe_rounds=");
 	for (unsigned long i = 0; i < n; i++)
-		printf("%s%lu:%llu:%llu:%llu:%llu:%llu", i ? "," : "", r[i].chunk,
+		printf("%s%lu:%llu:%llu:%llu:%llu:%llu:%lu:%d", i ? "," : "", r[i].chunk,
 		       (unsigned long long)r[i].lead_ns,
 		       (unsigned long long)r[i].tmpl_ns[0], (unsigned long long)r[i].stream_ns[0],
-		       (unsigned long long)r[i].tmpl_ns[1], (unsigned long long)r[i].stream_ns[1]);
+		       (unsigned long long)r[i].tmpl_ns[1], (unsigned long long)r[i].stream_ns[1],
+		       r[i].fill, r[i].before);
 }
 
 /* splitmix64: the shuffle's generator, seeded per repetition and configuration */

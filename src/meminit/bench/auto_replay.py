@@ -154,7 +154,7 @@ def decided(policy: Policy, lead_ns: float, t_ns: float, s_ns: float, late: bool
 def round_verdict(policy: Policy, rnd: bench_stats.Round, late: bool) -> tuple[bool, int]:
     """(streams, pairs) of a logged round under the policy: its early end from the first pair
     (a round the bench ended early has no second pair to go on: the first decides)."""
-    _chunk, lead, t0, s0, t1, s1 = rnd
+    _chunk, lead, t0, s0, t1, s1 = rnd[:6]
     if decided(policy, lead, t0, s0, late) or (t1 == 0 and s1 == 0):
         return streams(policy, t0, s0, late), 1
     return streams(policy, min(t0, t1), min(s0, s1), late), policy.pieces // 2

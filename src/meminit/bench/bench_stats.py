@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from typing import NamedTuple
 
 from meminit.bench.benchbin import gbps
 from meminit.core.units import format_size
@@ -30,20 +31,30 @@ def group_key(sample: dict) -> tuple:
     return tuple(sample.get(k, "") for k in KEY_FIELDS)
 
 
-# one logged round: chunk, lead-in ns, first template and streaming pieces' ns, second ones (0
-# when the round ended after its first pair)
-Round = tuple[int, int, int, int, int, int]
+class Round(NamedTuple):
+    """One logged round: its chunk, the lead-in's ns, the first template and streaming pieces'
+    ns, the second ones (0 when the round ended after its first pair); since 2026-11-28 also
+    the fill of the sample it ran in and the verdict the other chunks followed when it began
+    (-1 none yet, 0 template, 1 streaming); None in older logs."""
+    chunk: int
+    lead_ns: int
+    tmpl0_ns: int
+    stream0_ns: int
+    tmpl1_ns: int
+    stream1_ns: int
+    fill: int | None = None
+    before: int | None = None
 
 
 def parse_rounds(text: str) -> list[Round]:
-    """meminit-bench's probe_rounds=c:l:t:s:t:s,... of a sample."""
+    """meminit-bench's probe_rounds=c:l:t:s:t:s[:f:b],... of a sample."""
     out = []
     for item in text.split(","):
-        fields = tuple(int(v) for v in item.split(":"))
-        if len(fields) != 6:
-            raise ValueError(f"a probe round has six fields, not {item!r}")
-        out.append(fields)
-    return out  # type: ignore[return-value]
+        fields = [int(v) for v in item.split(":")]
+        if len(fields) not in (6, 8) or (len(fields) == 8 and fields[7] not in (-1, 0, 1)):
+            raise ValueError(f"a probe round has six or eight fields (the last -1, 0 or 1), not {item!r}")
+        out.append(Round(*fields))
+    return out
 
 
 def summarize(samples: list[dict]) -> list[dict]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from meminit.bench import auto_replay, bench_results
+from meminit.bench import auto_replay, bench_results, recorded_runs, round_conditions
 from meminit.commands import options
 
 
@@ -14,6 +14,10 @@ def _cmd_bench_results(args: argparse.Namespace) -> int:
         return bench_results.replay(auto_replay.Policy(probe=args.probe, lead=args.lead,
                                                        late_llcs=args.late_llcs, memo=args.memo),
                                     [Path(r) for r in args.run], args.check)
+    if args.action == "rounds":
+        print(round_conditions.report(auto_replay.Policy(late_llcs=args.late_llcs),
+                                      recorded_runs.recorded_runs([Path(r) for r in args.run])), end="")
+        return 0
     if args.action == "add":
         if len(args.run) != 1:
             args.usage_error("add needs RUN (one): a microbench run directory, or a table.txt")
@@ -25,11 +29,12 @@ def _cmd_bench_results(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench-results", help="per-CPU benchmark summaries (bench/results/) and their table")
-    p.add_argument("action", choices=("add", "table", "replay"),
+    p.add_argument("action", choices=("add", "table", "replay", "rounds"),
                    help="add: summarise a microbench run into bench/results/; table: the table across CPUs; "
-                   "replay: the learning auto over every recorded sweep (bench/results/, ../shared/measurements/)")
-    p.add_argument("run", nargs="*", help="add: a microbench run directory, or a table.txt; replay: more "
-                   "runs (name them before the options)")
+                   "replay: the learning auto over every recorded sweep (bench/results/, ../shared/measurements/); "
+                   "rounds: what its logged rounds measured, by the mode the other chunks were written in")
+    p.add_argument("run", nargs="*", help="add: a microbench run directory, or a table.txt; replay, rounds: "
+                   "more runs (name them before the options)")
     p.add_argument("--source", help="add: where the run came from (default: its path)")
     p.add_argument("--cpu-model", help="add, for a table.txt: the CPU model string")
     cpu_number = options.as_text(options.integer(0))  # as /proc/cpuinfo and result.json have them
