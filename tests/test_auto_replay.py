@@ -270,7 +270,7 @@ def test_logged_rounds_are_kept_per_repetition_only_when_complete():
                                     [2, logged[2]["probe_rounds"]]]
     assert [r[:6] for r in bench_stats.parse_rounds(logged[0]["probe_rounds"])] == \
         [(0, 9, 1, 2, 0, 0), (2, 9, 3, 1, 3, 1)]
-    # since 2026-11-28 the fill and the verdict the round began under follow
+    # since 2026-11-27 21:57 UTC the fill and the verdict the round began under follow
     assert bench_stats.parse_rounds("4:9:3:1:3:1:2:0") == [(4, 9, 3, 1, 3, 1, 2, 0)]
     assert bench_stats.parse_rounds("0:9:3:1:3:1:0:-1")[0].before == -1
     with pytest.raises(ValueError):

@@ -33,9 +33,9 @@ def group_key(sample: dict) -> tuple:
 
 class Round(NamedTuple):
     """One logged round: its chunk, the lead-in's ns, the first template and streaming pieces'
-    ns, the second ones (0 when the round ended after its first pair); since 2026-11-28 also
-    the fill of the sample it ran in and the verdict the other chunks followed when it began
-    (-1 none yet, 0 template, 1 streaming); None in older logs."""
+    ns, the second ones (0 when the round ended after its first pair); since 2026-11-27 21:57
+    UTC also the fill of the sample it ran in and the verdict the other chunks followed when it
+    began (-1 none yet, 0 template, 1 streaming); None in older logs."""
     chunk: int
     lead_ns: int
     tmpl0_ns: int

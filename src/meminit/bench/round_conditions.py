@@ -6,7 +6,7 @@ verdict of an earlier round, and on the Zen 4 VM each mode's pieces looked faste
 others wrote in the other mode: a streaming piece beside template writers, a template piece
 beside streamers (docs/series.md, "Two threads: a round sees the other threads' mode"). The
 range then runs in neither mode's own company, which only rounds logged with the mode they
-began under (meminit-bench since 2026-11-28) can show, on any CPU a sweep is made on.
+began under (meminit-bench since 2026-11-27 21:57 UTC) can show, on any CPU a sweep is made on.
 """
 
 from __future__ import annotations
@@ -84,7 +84,8 @@ def report(policy: auto_replay.Policy, runs: list[RecordedRun]) -> str:
             out.append(f"  {c['layout']} {c['dest']:6} {units.format_size(c['size']):>5} t{c['threads']}  "
                        f"range T/S {rng:>4}  " + "  ".join(cols))
     if not out:
-        return "no recorded run logged the mode its rounds began under (meminit-bench before 2026-11-28)\n"
+        return ("no recorded run logged the mode its rounds began under (meminit-bench before "
+                "2026-11-27 21:57 UTC)\n")
     head = ("rounds by the mode the other chunks followed when each began (none yet, template, "
             "streaming): rounds x geometric mean of template's over streaming's faster piece, and "
             "the share of them that chose streaming; range T/S: template's time over streaming's "
