@@ -359,6 +359,10 @@ def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
     for layout in ("o0", "o9"):
         assert any(l.startswith(f"ok fill auto layout={layout} pgmap=private threads=1 ")
                    and " memo=3 " in l for l in ok), layout
+    # the round log the replay reads: each round's fill and the mode it began under
+    for layout in ("o0", "o9"):
+        assert any(l.startswith(f"ok fill auto layout={layout} pgmap=fsdax threads=1 ")
+                   and ": round log (" in l for l in ok), layout
     assert "FAIL" not in proc.stdout
 
 

@@ -391,6 +391,70 @@ static void verify_auto_memo(char *buf, const char *ref, size_t size, unsigned l
 	       aged.rounds == per_range && !aged.memo_rounds, what);
 }
 
+/*
+ * The round log the replay reads (probe_rounds=, bench-results rounds): two
+ * ranges on one thread under the flipping clock, every range learning.
+ * Each round must carry its range's fill and, as the mode it began under,
+ * the verdict of the round before it in that fill (none for the first): on
+ * one thread that is what the other chunks followed.
+ */
+static void verify_auto_log(char *buf, const char *ref, size_t size, unsigned long nr, int order,
+			    int pre, const char *layout, const char *tname)
+{
+	unsigned long memo = auto_memo, late_llcs = auto_late_llcs, n, fills = 0, wrong = 0;
+	unsigned long in_fill = 0, most = 0;
+	struct auto_stats a = { 0 };
+	const struct auto_round_record *r;
+	int ok = 1, prev = -1, seen[2] = { 0, 0 };
+	char what[300];
+
+	chunk_req_pages = order ? 4096 : 2048;
+	auto_memo = 0;
+	auto_late_llcs = 0;
+	auto_log_reset();
+	for (int f = 0; f < 2; f++) {
+		memset(buf, POISON, size + 2 * GUARD);
+		atomic_fetch_add(&clock_gen, 1);
+		run_auto_fill(pre, flip_clock, 1, (struct page *)(buf + GUARD), nr, order,
+			      READBACK_NONE, PREP_NONE, &a);
+		ok = ok && !memcmp(buf, ref, size + 2 * GUARD);
+	}
+	auto_memo = memo;
+	auto_late_llcs = late_llcs;
+	r = auto_log(&n);
+	for (unsigned long i = 0; i < n; i++) {
+		/* an early end logged its second pair as 0: the first decided */
+		int early = !r[i].tmpl_ns[1] && !r[i].stream_ns[1];
+		uint64_t t[2] = { r[i].tmpl_ns[0], early ? r[i].tmpl_ns[0] : r[i].tmpl_ns[1] };
+		uint64_t st[2] = { r[i].stream_ns[0], early ? r[i].stream_ns[0] : r[i].stream_ns[1] };
+
+		if (!i || r[i].fill != r[i - 1].fill) {
+			fills++;
+			prev = -1;
+			in_fill = 0;
+		}
+		if (++in_fill > most)
+			most = in_fill;
+		wrong += r[i].fill != fills - 1 || r[i].before != prev;
+		if (r[i].before >= 0)
+			seen[r[i].before] = 1;
+		prev = auto_round_streams(t, st, 0);
+	}
+	snprintf(what, sizeof(what),
+		 "fill auto layout=%s pgmap=%s threads=1 split=chunked/%lu clock=flipping "
+		 "records=%lu: round log (rounds %lu, logged %lu, fills %lu, wrong %lu)%s",
+		 layout, tname, chunk_pages, nr, a.rounds, n, fills, wrong,
+		 !ok ? ": differs from the slow path" : n != a.rounds || fills != 2 ?
+		 ": rounds or fills not logged as run" : wrong ?
+		 ": a round logged another fill or mode before it than it ran in" :
+		 !seen[0] && !seen[1] ? ": no round after another, the check proved nothing" :
+		 most >= 3 && (!seen[0] || !seen[1]) ?
+		 ": the clock did not flip, the check proved nothing" : "");
+	/* three rounds in a fill: the second and third begin under both modes */
+	report(ok && n == a.rounds && fills == 2 && !wrong && (seen[0] || seen[1]) &&
+	       (most < 3 || (seen[0] && seen[1])), what);
+}
+
 static void verify_auto(char *buf, const char *ref, size_t size, unsigned long nr, int order,
 			int pre, const char *layout, const char *tname)
 {
@@ -652,6 +716,8 @@ int cmd_verify(struct opts *o)
 							 tname);
 					verify_auto_memo(buf, ref, size, nr, order, pre, layouts[li],
 							 tname);
+					verify_auto_log(buf, ref, size, nr, order, pre, layouts[li],
+							tname);
 					continue;
 				}
 				for (int ti = 0; ti < 3; ti++)
