@@ -151,13 +151,23 @@ def decided(policy: Policy, lead_ns: float, t_ns: float, s_ns: float, late: bool
         (t_ns >= policy.decisive * s_ns and lead_ns >= policy.decisive * s_ns)
 
 
+def logged_faster_pieces(rnd: bench_stats.Round) -> tuple[int, int, bool]:
+    """(template ns, streaming ns, ended early) of a logged round: each mode's faster piece, or
+    the first pair's where the bench ended the round after it (no second pair logged)."""
+    _chunk, _lead, t0, s0, t1, s1 = rnd[:6]
+    if t1 == 0 and s1 == 0:
+        return t0, s0, True
+    return min(t0, t1), min(s0, s1), False
+
+
 def round_verdict(policy: Policy, rnd: bench_stats.Round, late: bool) -> tuple[bool, int]:
     """(streams, pairs) of a logged round under the policy: its early end from the first pair
     (a round the bench ended early has no second pair to go on: the first decides)."""
-    _chunk, lead, t0, s0, t1, s1 = rnd[:6]
-    if decided(policy, lead, t0, s0, late) or (t1 == 0 and s1 == 0):
+    _chunk, lead, t0, s0 = rnd[:4]
+    if decided(policy, lead, t0, s0, late):
         return streams(policy, t0, s0, late), 1
-    return streams(policy, min(t0, t1), min(s0, s1), late), policy.pieces // 2
+    t_ns, s_ns, early = logged_faster_pieces(rnd)
+    return streams(policy, t_ns, s_ns, late), 1 if early else policy.pieces // 2
 
 
 def streamed_by_rounds(policy: Policy, records: int, order: int, threads: int, late: int | None,
@@ -309,17 +319,23 @@ def _logged_shares(policy: Policy, auto: dict | None, records: int, order: int, 
     return shares or None
 
 
-def replay_rows(policy: Policy, rows: list[dict], llc_bytes: int | None = None) -> list[dict]:
-    """Every configuration of a run's summary rows that has template and streaming (main section,
-    the chunked split where a case ran in both) in a destination state of the kernel's callers."""
-    idx: dict = {}
+def configurations(rows: list[dict]) -> dict[tuple, dict]:
+    """A run's fill rows of the main section by (strategy, layout, dest, size, threads), the
+    chunked split where a case ran in both."""
+    idx: dict[tuple, dict] = {}
     for r in rows:
-        if r.get("kind", "fill") != "fill" or r.get("section", "") not in ("", "main") \
-                or r["dest"] not in JUDGED_DESTS:
+        if r.get("kind", "fill") != "fill" or r.get("section", "") not in ("", "main"):
             continue
         key = (r["strategy"], r["layout"], r["dest"], r["size"], r["threads"])
         if key not in idx or r.get("split") == "chunked":
             idx[key] = r
+    return idx
+
+
+def replay_rows(policy: Policy, rows: list[dict], llc_bytes: int | None = None) -> list[dict]:
+    """Every configuration of a run's summary rows that has template and streaming (main section,
+    the chunked split where a case ran in both) in a destination state of the kernel's callers."""
+    idx = {key: r for key, r in configurations(rows).items() if r["dest"] in JUDGED_DESTS}
     out = []
     for (strat, layout, dest, size, threads), t in idx.items():
         if strat != "template" or layout not in ("o0", "o9"):

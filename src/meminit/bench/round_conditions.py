@@ -22,22 +22,12 @@ from meminit.core import units
 BEFORE = {-1: "none", 0: "template", 1: "streaming"}
 
 
-def faster_pieces(rnd: bench_stats.Round) -> tuple[int, int]:
-    """(template ns, streaming ns): each mode's faster piece, the first pair's after an early
-    end, as the kernel's verdict compares them."""
-    if not (rnd.tmpl1_ns or rnd.stream1_ns):
-        return rnd.tmpl0_ns, rnd.stream0_ns
-    return min(rnd.tmpl0_ns, rnd.tmpl1_ns), min(rnd.stream0_ns, rnd.stream1_ns)
-
-
 def by_condition(policy: auto_replay.Policy, run: RecordedRun) -> list[dict]:
     """Per configuration whose sweep logged the mode each round began under: per mode (none
     yet, template, streaming) the rounds, the geometric mean of template's over streaming's
     faster piece and the share of rounds whose verdict was streaming (the policy's rules, late
     rounds included), beside the range's own template over streaming time."""
-    idx = {(r["strategy"], r["layout"], r["dest"], r["size"], r["threads"]): r for r in run.rows
-           if r.get("kind", "fill") == "fill" and r.get("section", "") in ("", "main")
-           and r.get("split", "chunked") == "chunked"}
+    idx = auto_replay.configurations(run.rows)
     out = []
     for (strategy, layout, dest, size, threads), row in idx.items():
         if strategy != "auto" or not row.get("rounds_by_rep"):
@@ -47,9 +37,9 @@ def by_condition(policy: auto_replay.Policy, run: RecordedRun) -> list[dict]:
         groups: dict[int, list[tuple[float, bool]]] = defaultdict(list)
         for _rep, text in row["rounds_by_rep"]:
             for rnd in bench_stats.parse_rounds(text):
-                if rnd.before is None or not all(faster_pieces(rnd)):
+                t_ns, s_ns, _early = auto_replay.logged_faster_pieces(rnd)
+                if rnd.before is None or not (t_ns and s_ns):
                     continue
-                t_ns, s_ns = faster_pieces(rnd)
                 won, _pairs = auto_replay.round_verdict(policy, rnd, late is not None and rnd.chunk >= late)
                 groups[rnd.before].append((math.log(t_ns / s_ns), won))
         if not groups:
