@@ -322,6 +322,48 @@ def test_streamed_share_follows_each_logged_round_over_its_chunks():
     assert late == pytest.approx((pieces + 16 * chunk - 2 * 256 - tmpl_pieces) / records)
 
 
+def test_rounds_beside_other_threads_turn_the_verdict_only_by_a_quarter():
+    # alone (one thread, chunks 0 and 1): the 1/32 margin
+    assert auto_replay.streams(POLICY, 100, 90)
+    # beside template writers streaming must be more than a quarter ahead, beside streamers
+    # template must be; a late round keeps its own rule (a tie streams)
+    assert not auto_replay.streams(POLICY, 100, 90, beside=False)
+    assert not auto_replay.streams(POLICY, 400, 300, beside=False)
+    assert auto_replay.streams(POLICY, 400, 299, beside=False)
+    assert auto_replay.streams(POLICY, 90, 100, beside=True)
+    assert auto_replay.streams(POLICY, 300, 400, beside=True)
+    assert not auto_replay.streams(POLICY, 299, 400, beside=True)
+    assert auto_replay.streams(POLICY, 100, 100, late=True, beside=False)
+    assert auto_replay.streams(auto_replay.Policy(switch_margin_den=0), 100, 90, beside=False)
+    # 64 MiB of order-0 struct pages on two threads: 32 chunks, rounds at 0, 1, 2, 4, 8, 16; each
+    # mode only 10 % ahead in turn (lead-ins 9x: no early end)
+    records, chunk, piece = 1 << 20, 32768, 256
+    t_ahead, s_ahead = (900, 100, 110, 100, 110), (900, 110, 100, 110, 100)
+    first_t = [(0, *t_ahead), (1, *t_ahead)] + [(c, *s_ahead) for c in (2, 4, 8, 16)]
+    first_s = [(0, *s_ahead), (1, *s_ahead)] + [(c, *t_ahead) for c in (2, 4, 8, 16)]
+    pieces = 6 * 2 * piece  # the streaming pieces of the six rounds
+    # template ahead at chunks 0 and 1: the later rounds keep it, only their pieces stream
+    assert auto_replay.streamed_by_rounds(POLICY, records, 0, 2, None, first_t) == \
+        pytest.approx(pieces / records)
+    # streaming ahead there: the later rounds keep streaming, all but the rounds' lead-ins and
+    # template pieces stream
+    assert auto_replay.streamed_by_rounds(POLICY, records, 0, 2, None, first_s) == \
+        pytest.approx((records - 6 * 2 * 2 * piece) / records)
+    # without the rule chunk 2's round turns the verdict either way
+    no_rule = auto_replay.Policy(memo=0, switch_margin_den=0)
+    assert auto_replay.streamed_by_rounds(no_rule, records, 0, 2, None, first_t) > 0.9
+    assert auto_replay.streamed_by_rounds(no_rule, records, 0, 2, None, first_s) < 0.1
+    # one thread has no other writer: chunk 2's round turns it
+    alone = [r for r in first_t if r[0] != 1]
+    assert auto_replay.streamed_by_rounds(POLICY, records, 0, 1, None, alone) > 0.9
+    # beside other threads' writes a decisive first pair does not end the round: the second
+    # pair (a tie here) decides, and is charged
+    decisive = (8, 900, 100, 300, 100, 100)
+    assert auto_replay.round_verdict(POLICY, decisive, False) == (False, 1)
+    assert auto_replay.round_verdict(POLICY, decisive, False, beside=True) == (True, 2)
+    assert auto_replay.round_verdict(POLICY, decisive, False, beside=False) == (False, 2)
+
+
 def test_replay_judges_logged_rounds_repetition_by_repetition():
     tmpl, stream = _row("template", [20] * 7), _row("movntdq", [10] * 7)
     # the probes' sums say streaming (2000 against 1000), but the rounds of six repetitions of

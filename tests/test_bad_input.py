@@ -41,6 +41,10 @@ MAY_BE_ZERO = {
     ("maple-bench", "--min-seconds"): "0 = each sample its three copies, the harness's floor",
     ("maple-bench", "--fork-seconds"): "0 skips forkbench (--help)",
     ("microbench", "--nice"): "0 = niceness unchanged, the default",
+    ("microbench", "--auto-switch-margin"): "0 = no switch margin: the 1/32 margin (before "
+                                            "2026-11-28), as the bench's --auto-switch-margin 0",
+    ("bench-results", "--switch-margin"): "0 = the replay without the switch margin, as "
+                                          "--auto-switch-margin 0",
 }
 # ... and the one that takes negative numbers.
 MAY_BE_NEGATIVE = {("microbench", "--nice"): "a niceness, -20 to 19 (below 0 needs root)"}
@@ -62,6 +66,7 @@ ALSO_BAD = {
     ("microbench", "--verify-size"): ["40K", "4M,8M"], ("microbench", "--movsb-block"): ["32"],
     ("microbench", "--threads"): ["65"], ("microbench", "--scale-threads"): ["1,65"],
     ("microbench", "--nice"): ["20", "-21"],
+    ("microbench", "--auto-switch-margin"): ["1", "65"], ("bench-results", "--switch-margin"): ["1", "65"],
 }
 GOOD = {"integer": "2", "number": "1.5", "size": "1G", "integer list": "1,2", "size list": "4M,1G"}
 

@@ -363,6 +363,10 @@ def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
     for layout in ("o0", "o9"):
         assert any(l.startswith(f"ok fill auto layout={layout} pgmap=fsdax threads=1 ")
                    and ": round log (" in l for l in ok), layout
+    # rounds beside the other threads' verdict keep it for 10 %, one thread's turn it
+    for threads in (1, 2):
+        for clock in ("switch-stream-later", "switch-template-later"):
+            assert any(f" threads={threads} " in l and f" clock={clock} " in l for l in ok), (threads, clock)
     assert "FAIL" not in proc.stdout
 
 
@@ -373,7 +377,8 @@ def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
     ("chunk-align", "split=chunked/"),      # chunks not rounded to whole compound pages
     ("auto-round", "fill auto "),           # the learning auto skips a piece after its round
     ("auto-stream", "fill auto "),          # auto streams whatever its rounds found
-    ("auto-template", "clock=(flipping|streaming-decisive|late-tie) "),  # copies whatever its rounds found
+    # copies whatever its rounds found
+    ("auto-template", "clock=(flipping|streaming-decisive|late-tie|switch-stream-later|switch-template-later) "),
     ("auto-no-walk", " walk="),             # auto ignores the hint that the memmap is walked next
     ("auto-walk-share", "auto walk share"),  # the candidate hint counts all of every read-back
     ("auto-no-early", "-decisive "),        # a decisive first pair does not end the round
@@ -382,6 +387,8 @@ def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
     ("auto-late-ignored", "clock=late-(tie|template-decisive) "),
     # a round's first write runs past its count; the next piece writes the records again
     ("auto-first-overrun", "fill auto tiles its chunk: .*: a piece wrote records another piece wrote"),
+    # a round beside the other threads' verdict turns it for 10 %, or ends after a decisive pair
+    ("auto-switch-ignored", "threads=[23] .*clock=(switch-|template-decisive|streaming-decisive|late-template-decisive)"),
 ])
 def test_verify_catches_injected_bugs(bench_binary: Path, bug: str, where: str):
     proc = subprocess.run([str(bench_binary), "verify", "--size", "1M", "--bug", bug],

@@ -49,6 +49,16 @@
  * piece) must have taken AUTO_DECISIVE times the streaming piece too, so
  * that one disturbed template piece cannot decide a range with one round.
  *
+ * On several threads a round from chunk 2 on that starts once a verdict
+ * has been published times its pieces beside the other threads' writes in
+ * that verdict, which makes the other mode's piece look faster (a streaming
+ * piece beside template writers, a template piece beside streamers; on the
+ * Zen 4 VM the rounds turned the verdict back and forth): such a round
+ * turns it only if the other mode is more than 1/auto_switch_margin_den
+ * faster (--auto-switch-margin, patch 11's MEMMAP_AUTO_SWITCH_MARGIN) and
+ * runs both pairs, as one pair beside the other mode is what the margin
+ * distrusts.
+ *
  * A round's verdict also serves the same round of the next auto_memo - 1
  * ranges of its kind and size (--auto-memo, patch 11's MEMMAP_AUTO_REUSE):
  * owners of small ranges map them in bursts, where a round costs about the
@@ -65,8 +75,10 @@ unsigned long auto_probe_lead = AUTO_PROBE_RECORDS;
 unsigned long auto_probe_late;	/* 0: as auto_probe_min */
 unsigned long auto_late_llcs = AUTO_LATE_LLCS;
 unsigned long auto_late_margin_den = AUTO_LATE_MARGIN_DEN;
+unsigned long auto_switch_margin_den = AUTO_SWITCH_MARGIN_DEN;
 size_t auto_llc_override;
 __thread int auto_timing_streaming;
+__thread unsigned long auto_timing_chunk;
 int auto_walk_rule = AUTO_WALK_LLC;	/* --auto-walk-share */
 int auto_stream_first = 2;	/* --auto-order: lead-first, as patch 11 */
 int auto_first_lead;
@@ -234,7 +246,8 @@ unsigned long auto_round_records(unsigned int order, unsigned long chunk)
 	       AUTO_PIECES * auto_probe_records(order, chunk);
 }
 
-int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2], int late)
+int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2], int late,
+		       int current)
 {
 	uint64_t t = tmpl_ns[0] < tmpl_ns[1] ? tmpl_ns[0] : tmpl_ns[1];
 	uint64_t s = stream_ns[0] < stream_ns[1] ? stream_ns[0] : stream_ns[1];
@@ -242,6 +255,10 @@ int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2], i
 	/* BUG_AUTO_LATE_IGNORED: past the LLC as before it */
 	if (late && bug != BUG_AUTO_LATE_IGNORED)
 		return t * auto_late_margin_den >= s * (auto_late_margin_den - 1);
+	if (current == 0 && auto_switch_margin_den)
+		return s * auto_switch_margin_den < t * (auto_switch_margin_den - 1);
+	if (current == 1 && auto_switch_margin_den)
+		return t * auto_switch_margin_den >= s * (auto_switch_margin_den - 1);
 	return s * AUTO_MARGIN_DEN < t * (AUTO_MARGIN_DEN - 1);
 }
 
@@ -415,7 +432,17 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 		uint64_t ns[2][2], lead_ns = 0;
 		struct fill_job piece = j;
 		int pieces = 0;
+		/*
+		 * on several threads the others write in verdict v while a
+		 * round from chunk 2 on times its pieces (chunks 0 and 1 run
+		 * theirs at once, in each other's company): such a round
+		 * keeps v unless the other mode wins by the switch margin,
+		 * and runs both pairs
+		 */
+		int current = fn->several_threads && idx >= 2 && v >= 0 &&
+			      j.bug != BUG_AUTO_SWITCH_IGNORED ? (int)(v & 1) : -1;
 
+		auto_timing_chunk = idx;
 		piece.nr_pages = probe;	/* lead_in() sets it again after a lead-in */
 		/* lead-stream-first: the round's first write is the timed lead-in */
 		if (auto_first_lead)
@@ -437,7 +464,8 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 			if (pair < auto_stream_first)
 				ns[1][pair] = probe_piece(&j, &piece, 1, fn, clock);
 			pieces += 2;
-			if (!pair && auto_round_decided(lead_ns, ns[0][0], ns[1][0], late) &&
+			if (!pair && current < 0 &&
+			    auto_round_decided(lead_ns, ns[0][0], ns[1][0], late) &&
 			    j.bug != BUG_AUTO_NO_EARLY) {
 				ns[0][1] = ns[0][0];
 				ns[1][1] = ns[1][0];
@@ -446,7 +474,7 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 		}
 		__atomic_fetch_add(&stats.pieces, pieces, __ATOMIC_RELAXED);
 		log_round(idx, lead_ns, ns, pieces < AUTO_PIECES, v);
-		s = auto_round_streams(ns[0], ns[1], late);
+		s = auto_round_streams(ns[0], ns[1], late, current);
 		if (j.bug == BUG_AUTO_STREAM || j.bug == BUG_AUTO_TEMPLATE)
 			s = j.bug == BUG_AUTO_STREAM;
 		__atomic_fetch_add(&stats.probe_tmpl_ns, ns[0][0] < ns[0][1] ? ns[0][0] : ns[0][1],

@@ -15,6 +15,13 @@
  * do not end early with template */
 #define AUTO_LATE_LLCS 2
 #define AUTO_LATE_MARGIN_DEN 4
+/*
+ * On several threads a round from chunk 2 on times its pieces while the
+ * other threads write in the verdict it began under, which makes the other
+ * mode's piece look faster: such a round turns that verdict only if the
+ * other mode's piece is more than 1/AUTO_SWITCH_MARGIN_DEN faster
+ */
+#define AUTO_SWITCH_MARGIN_DEN 4
 #define AUTO_NO_LATE_CHUNK (~0UL)
 
 struct auto_fns {
@@ -31,6 +38,8 @@ struct auto_fns {
 	/* the range's class for --auto-memo (auto_memo_class()), and log2 of its
 	 * memmap bytes: a verdict serves only ranges of its class and size */
 	unsigned int memo_class, memo_size_log2;
+	/* several threads share the range (AUTO_SWITCH_MARGIN_DEN) */
+	int several_threads;
 };
 #define AUTO_WALK_SHARE_ONE 1024
 
@@ -45,10 +54,14 @@ extern unsigned long auto_probe_late;
 extern unsigned long auto_late_llcs;
 /* --auto-late-margin: AUTO_LATE_MARGIN_DEN, the late rounds' margin is 1/this */
 extern unsigned long auto_late_margin_den;
+/* --auto-switch-margin: AUTO_SWITCH_MARGIN_DEN, 0 for none (as patch 11 before 2026-11-28) */
+extern unsigned long auto_switch_margin_den;
 /* for verify: the LLC size auto assumes instead of the CPU's (0: the CPU's) */
 extern size_t auto_llc_override;
 /* for verify's clocks: the piece being timed on this thread is a streaming one */
 extern __thread int auto_timing_streaming;
+/* the chunk whose round this thread is timing (for verify's clocks) */
+extern __thread unsigned long auto_timing_chunk;
 /*
  * --auto-walk-share: what the walk hint counts of a piece's read-back: all of it
  * up to half the LLC and none, no read-back, past it (llc, patch 11); all of it
@@ -143,8 +156,13 @@ int auto_probe_chunk(unsigned long chunk, int learned);
 unsigned long auto_probe_records(unsigned int order, unsigned long chunk);
 /* records a full probe round writes: two lead-ins and the four pieces */
 unsigned long auto_round_records(unsigned int order, unsigned long chunk);
-/* the round's verdict; late: its chunk is at or past the late chunk */
-int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2], int late);
+/*
+ * the round's verdict; late: its chunk is at or past the late chunk;
+ * current: the verdict the other threads wrote in when it began (0 template,
+ * 1 streaming), -1 where none or one thread
+ */
+int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2], int late,
+		       int current);
 /* the first chunk of chunk_bytes of memmap whose rounds are late under an
  * LLC of llc bytes (0: unknown), or AUTO_NO_LATE_CHUNK */
 unsigned long auto_late_chunk(size_t chunk_bytes, size_t llc);

@@ -261,8 +261,8 @@ uint64_t run_fill(fill_fn fn, int threads, struct page *map, unsigned long nr_pa
 
 /* What the learning auto chooses between: the template copy and the kernel's
  * streaming backend (memcpy_nontemporal(): MOVNTDQ), by layout. */
-static const struct auto_fns auto_fns = { fill_template, fill_movntdq, sfence, NULL, 0, 0, 0, 0 };
-static const struct auto_fns auto_fns_pre = { fill_template_pre, fill_movntdq_pre, sfence, NULL, 0, 0, 0, 0 };
+static const struct auto_fns auto_fns = { fill_template, fill_movntdq, sfence, NULL, 0, 0, 0, 0, 0 };
+static const struct auto_fns auto_fns_pre = { fill_template_pre, fill_movntdq_pre, sfence, NULL, 0, 0, 0, 0, 0 };
 
 /*
  * One fill of the learning auto (auto.c) on the kernel's chunks, with its own
@@ -297,6 +297,7 @@ uint64_t run_auto_fill(int pre, uint64_t (*clock)(void), int threads, struct pag
 	fns.late_chunk = auto_late_chunk(chunk_round(chunk_req_pages, order) * 64, llc);
 	fns.memo_class = auto_memo_class(prep == PREP_COLD, do_readback, order, threads);
 	fns.memo_size_log2 = 63 - (unsigned int)__builtin_clzl(nr_pages * 64 | 1);
+	fns.several_threads = threads > 1;
 	learning = &fns;
 	learning_clock = clock;
 	auto_reset();

@@ -103,6 +103,7 @@ int parse_opts(int argc, char **argv, struct opts *o)
 		{ "auto-probe-late", 1, 0, 'T' }, { "auto-walk-share", 1, 0, 'W' },
 		{ "auto-late-llcs", 1, 0, 'Y' }, { "auto-order", 1, 0, 'O' },
 		{ "auto-late-margin", 1, 0, 'G' }, { "auto-memo", 1, 0, 'R' },
+		{ "auto-switch-margin", 1, 0, 'H' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -137,6 +138,12 @@ int parse_opts(int argc, char **argv, struct opts *o)
 			if (auto_late_margin_den < 2)
 				die("--auto-late-margin wants the denominator of the margin, 2 or more, "
 				    "not '%s'", optarg);
+			break;
+		case 'H':
+			auto_switch_margin_den = strtoul(optarg, NULL, 0);
+			if (auto_switch_margin_den == 1)
+				die("--auto-switch-margin wants the denominator of the margin, 2 or more "
+				    "(0: none), not '%s'", optarg);
 			break;
 		case 'O': {
 			size_t i = 0;
@@ -192,6 +199,7 @@ int parse_opts(int argc, char **argv, struct opts *o)
 			else if (!strcmp(optarg, "auto-lead-unchecked")) bug = BUG_AUTO_LEAD_UNCHECKED;
 			else if (!strcmp(optarg, "auto-late-ignored")) bug = BUG_AUTO_LATE_IGNORED;
 			else if (!strcmp(optarg, "auto-first-overrun")) bug = BUG_AUTO_FIRST_OVERRUN;
+			else if (!strcmp(optarg, "auto-switch-ignored")) bug = BUG_AUTO_SWITCH_IGNORED;
 			else die("unknown bug '%s'", optarg);
 			break;
 		default:

@@ -147,6 +147,7 @@ struct fill_job {
 #define BUG_AUTO_LEAD_UNCHECKED 11	/* learning auto: one slow template piece ends a round with streaming */
 #define BUG_AUTO_LATE_IGNORED 12	/* learning auto: rounds past twice the LLC keep the 1/32 margin */
 #define BUG_AUTO_FIRST_OVERRUN 13	/* learning auto: a round's first write runs past what it counts */
+#define BUG_AUTO_SWITCH_IGNORED 14	/* learning auto: rounds beside other threads keep the 1/32 margin */
 
 /* kslow.c: the kernel's slow path, compiled like the kernel */
 void slow_memmap_init_zone_device(const struct fill_job *j);

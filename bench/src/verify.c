@@ -77,8 +77,9 @@ static void check_reference(const struct page *map, unsigned long nr, unsigned i
 
 /*
  * A clock for the learning auto that makes every thread's rounds alternate:
- * streaming wins its odd rounds, template its even ones, so a range mixes
- * both modes chunk by chunk.  Ten readings per round, two for each of the
+ * streaming wins its odd rounds, template its even ones (each piece at 50
+ * against 70: past the quarter a round beside other threads' verdict needs),
+ * so a range mixes both modes chunk by chunk.  Ten readings per round, two for each of the
  * timed lead-in (template) and the four pieces, whatever their order
  * (--auto-order): auto.c says which kind each timed piece is.
  */
@@ -150,7 +151,7 @@ static uint64_t flip_clock(void)
 	}
 
 	if (n % 2)
-		script_now += stream_piece == (int)(round % 2) ? 50 : 60;
+		script_now += stream_piece == (int)(round % 2) ? 50 : 70;
 	if (n % FULL_ROUND_READS == FULL_ROUND_READS - 1 && round % 2)
 		atomic_fetch_add(&flip_stream_rounds, 1);
 	return script_now;
@@ -230,6 +231,22 @@ static uint64_t late_decisive_clock(void)
 	return late_clock(150);
 }
 
+/*
+ * Of the rounds logged since auto_log_reset(), those that run both pairs
+ * whatever the clock: on several threads the rounds from chunk 2 on that
+ * began under a verdict (auto.c: timed beside the others' writes in it).
+ */
+static unsigned long rounds_beside_others(int threads)
+{
+	const struct auto_round_record *r;
+	unsigned long n, count = 0;
+
+	r = auto_log(&n);
+	for (unsigned long i = 0; threads > 1 && i < n; i++)
+		count += r[i].chunk >= 2 && r[i].before >= 0;
+	return count;
+}
+
 /* Rounds at chunks from late_chunk on, counted apart from auto.c. */
 static unsigned long late_rounds_expected(unsigned long nr, unsigned int order,
 					  unsigned long late_chunk)
@@ -271,21 +288,28 @@ static void verify_auto_late(char *buf, const char *ref, size_t size, unsigned l
 	for (int ti = 0; ti < 2; ti++)
 	for (int ci = 0; ci < 3; ci++) {
 		struct auto_stats a = { 0 };
-		unsigned long late_chunk, want_late, early, want_pieces;
+		unsigned long late_chunk, want_late, early, want_pieces, beside;
 		int ok, right;
 
 		memset(buf, POISON, size + 2 * GUARD);
 		atomic_fetch_add(&clock_gen, 1);
 		auto_llc_override = llc;
+		auto_log_reset();
 		run_auto_fill(pre, clocks[ci], thread_counts[ti], map, nr, order, READBACK_NONE,
 			      PREP_NONE, &a);
 		auto_llc_override = 0;
 		late_chunk = (2 * llc + chunk_pages * 64 - 1) / (chunk_pages * 64);
 		want_late = late_rounds_expected(nr, order, late_chunk);
 		early = a.rounds - want_late;
-		/* only the decisive clock ends rounds early, and only early ones */
-		want_pieces = (ci == 2 ? early * AUTO_PIECES / 2 : early * AUTO_PIECES) +
-			      want_late * AUTO_PIECES;
+		/*
+		 * only the decisive clock ends rounds early, and only early
+		 * ones not timed beside other threads' writes (all those of
+		 * chunk 2 on here: the late ones begin under a verdict too)
+		 */
+		beside = rounds_beside_others(thread_counts[ti]);
+		beside = beside > want_late ? beside - want_late : 0;
+		want_pieces = (ci == 2 ? (early - beside) * AUTO_PIECES / 2 + beside * AUTO_PIECES :
+			       early * AUTO_PIECES) + want_late * AUTO_PIECES;
 		ok = !memcmp(buf, ref, size + 2 * GUARD) && a.records == nr;
 		right = want_late && early && a.rounds > want_late && a.pieces == want_pieces &&
 			a.stream_rounds == (ci ? 0 : want_late) &&
@@ -312,6 +336,78 @@ static void verify_auto_late(char *buf, const char *ref, size_t size, unsigned l
 			 ": a tie did not keep template before twice the LLC and stream past it");
 		report(ok && right, what);
 	}
+}
+
+/*
+ * Clocks under which each mode is only 10 % ahead in turn: every template
+ * piece (and lead-in) at 50, streaming pieces at 55 in the rounds of chunks
+ * 0 and 1 and at 45 from chunk 2 on, or the other way round.
+ */
+static uint64_t switch_clock(uint64_t first_stream_ns, uint64_t later_stream_ns)
+{
+	if (script_read() % 2)
+		script_now += !auto_timing_streaming ? 50 :
+			      auto_timing_chunk < 2 ? first_stream_ns : later_stream_ns;
+	return script_now;
+}
+
+static uint64_t switch_stream_later_clock(void)
+{
+	return switch_clock(55, 45);
+}
+
+static uint64_t switch_template_later_clock(void)
+{
+	return switch_clock(45, 55);
+}
+
+/*
+ * On several threads the rounds of chunk 2 on keep the verdict the others
+ * write in unless the other mode is a quarter ahead
+ * (AUTO_SWITCH_MARGIN_DEN): with template ahead in chunks 0 and 1 and
+ * streaming 10 % ahead later, no round streams; the other way round, every
+ * round does. On one thread the later rounds turn the verdict.
+ */
+static void verify_auto_switch(char *buf, const char *ref, size_t size, unsigned long nr,
+			       int order, int pre, const char *layout, const char *tname)
+{
+	static uint64_t (*const clocks[])(void) = {
+		switch_stream_later_clock, switch_template_later_clock,
+	};
+	static const char *const clock_names[] = { "switch-stream-later", "switch-template-later" };
+	unsigned long memo = auto_memo, late_llcs = auto_late_llcs;
+	struct page *map = (struct page *)(buf + GUARD);
+	char what[400];
+
+	chunk_req_pages = order ? 4096 : 2048;
+	auto_memo = 0;
+	auto_late_llcs = 0;
+	for (int threads = 1; threads <= 2; threads++)
+	for (int ci = 0; ci < 2; ci++) {
+		struct auto_stats a = { 0 };
+		unsigned long want;
+		int ok;
+
+		memset(buf, POISON, size + 2 * GUARD);
+		atomic_fetch_add(&clock_gen, 1);
+		run_auto_fill(pre, clocks[ci], threads, map, nr, order, READBACK_NONE, PREP_NONE,
+			      &a);
+		ok = !memcmp(buf, ref, size + 2 * GUARD) && a.records == nr;
+		/* one thread: chunk 0's round, then the later ones, turn it */
+		want = threads > 1 ? (ci ? a.rounds : 0) : ci ? 1 : a.rounds - 1;
+		snprintf(what, sizeof(what),
+			 "fill auto layout=%s pgmap=%s threads=%d split=chunked/%lu clock=%s "
+			 "records=%lu (rounds %lu, streaming won %lu, expected %lu)%s",
+			 layout, tname, threads, chunk_pages, clock_names[ci], nr, a.rounds,
+			 a.stream_rounds, want, !ok ? ": differs from the slow path" :
+			 a.rounds < 2 ? ": no round after chunk 0, the check proved nothing" :
+			 a.stream_rounds == want ? "" : threads > 1 ?
+			 ": a round beside the others' verdict turned it for less than a quarter" :
+			 ": one thread's later rounds did not turn the verdict");
+		report(ok && a.rounds >= 2 && a.stream_rounds == want, what);
+	}
+	auto_memo = memo;
+	auto_late_llcs = late_llcs;
 }
 
 /*
@@ -438,7 +534,7 @@ static void verify_auto_log(char *buf, const char *ref, size_t size, unsigned lo
 		wrong += r[i].fill != fills - 1 || r[i].before != prev;
 		if (r[i].before >= 0)
 			seen[r[i].before] = 1;
-		prev = auto_round_streams(t, st, 0);
+		prev = auto_round_streams(t, st, 0, -1);
 	}
 	snprintf(what, sizeof(what),
 		 "fill auto layout=%s pgmap=%s threads=1 split=chunked/%lu clock=flipping "
@@ -495,6 +591,7 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 		/* walk: a read-back fill (each chunk, or the whole range after the
 		 * fill), whose hint makes auto read back every probe piece */
 		atomic_fetch_add(&clock_gen, 1);
+		auto_log_reset();
 		run_auto_fill(pre, clocks[flip], thread_counts[ti], map, nr, order, walk, PREP_NONE,
 			      &a);
 		ok = !memcmp(buf, ref, size + 2 * GUARD) && a.records == nr;
@@ -510,8 +607,11 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 		else if (flip == 4)
 			right = a.rounds && !a.stream_rounds && a.pieces == a.rounds * AUTO_PIECES;
 		else if (flip >= 2)
+			/* the rounds beside other threads' writes run both pairs */
 			right = a.rounds && a.stream_rounds == (flip == 3 ? a.rounds : 0) &&
-				a.pieces == a.rounds * AUTO_PIECES / 2;
+				a.pieces == a.rounds * AUTO_PIECES / 2 +
+					    rounds_beside_others(thread_counts[ti]) *
+					    AUTO_PIECES / 2;
 		else
 			right = !flip || (a.rounds >= 2 && a.streamed && a.streamed < a.records &&
 					  a.stream_rounds == atomic_load(&flip_stream_rounds) &&
@@ -530,7 +630,8 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 			 a.walked != (hinted ? a.pieces : 0) ? ": probe pieces not walked as hinted" :
 			 !learns ? ": learned where no round fits" : flip == 4 ?
 			 ": one disturbed template piece ended a round with streaming" : flip >= 2 ?
-			 ": rounds did not end with the faster mode at a decisive first pair" :
+			 ": rounds did not end with the faster mode at a decisive first pair "
+			 "(or ended early beside other threads' writes)" :
 			 atomic_load(&flip_round_order) != expected_round_order() ?
 			 ": a round timed its pieces out of the --auto-order order" :
 			 ": did not mix the modes as the clock said");
@@ -607,7 +708,7 @@ static void verify_auto_tiles(void)
 		"template-decisive", "streaming-decisive", "tie",
 	};
 	static const struct auto_fns fns = {
-		tile_template, tile_stream, tile_drain, NULL, 0, AUTO_NO_LATE_CHUNK, 0, 0,
+		tile_template, tile_stream, tile_drain, NULL, 0, AUTO_NO_LATE_CHUNK, 0, 0, 0,
 	};
 	int stream_first = auto_stream_first, first_lead = auto_first_lead;
 	char what[320];
@@ -718,6 +819,8 @@ int cmd_verify(struct opts *o)
 							 tname);
 					verify_auto_log(buf, ref, size, nr, order, pre, layouts[li],
 							tname);
+					verify_auto_switch(buf, ref, size, nr, order, pre,
+							   layouts[li], tname);
 					continue;
 				}
 				for (int ti = 0; ti < 3; ti++)

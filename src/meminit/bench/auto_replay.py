@@ -19,6 +19,9 @@ which the live sweep on this machine checks (`probe T/S` against `range T/S`).
 Where the sweep logged every round (`probe_rounds=`, bench since 2026-11-27), the verdicts are
 judged round by round instead ("rounds"): each round's own pieces against the rule, its early
 end included, and per repetition the share of the records each mode wrote follows from them.
+On several threads a round from chunk 2 on turns the verdict the other chunks follow only by the
+switch margin (patch 11's MEMMAP_AUTO_SWITCH_MARGIN) and runs both pairs, and the replay judges
+it beside each mode in the share of the fills that follow it there.
 The pieces are the sweep's: a policy with other piece sizes (--probe, --lead) is charged its
 own, but judged on what the sweep's pieces measured, and a round the sweep ended early counts
 as one pair whatever the policy's early end. A
@@ -58,6 +61,10 @@ class Policy:
     # if its piece is faster by more than 1/late_margin_den
     late_llcs: int = 2
     late_margin_den: int = 4
+    # on several threads a round from chunk 2 on (not late) turns the verdict the other threads
+    # write in only if the other mode's piece is faster by more than 1/switch_margin_den (0: no
+    # such rule, as patch 11 before 2026-11-28)
+    switch_margin_den: int = 4
     # a round's verdict serves the same round of the next memo - 1 ranges of its kind and size
     # (patch 11's MEMMAP_AUTO_REUSE; 0: every range learns), in bursts of ranges as the sweep runs
     # them: a sample of one configuration fills burst_bytes of struct pages, several ranges if
@@ -126,11 +133,19 @@ def schedule(policy: Policy, records: int, order: int, early: bool = False,
     return rounds * pairs * (lead + probe), rounds * pairs * probe
 
 
-def streams(policy: Policy, probe_tmpl_ns: float, probe_stream_ns: float, late: bool = False) -> bool:
+def streams(policy: Policy, probe_tmpl_ns: float, probe_stream_ns: float, late: bool = False,
+            beside: bool | None = None) -> bool:
     """The kernel's verdict: streaming's faster piece beats template's by more than 1/margin;
-    late (past late_llcs x the LLC): template's does not beat streaming's by 1/late_margin_den."""
+    late (past late_llcs x the LLC): template's does not beat streaming's by 1/late_margin_den;
+    beside (a round from chunk 2 on, on several threads: whether the others wrote in streaming
+    while it timed its pieces): the other mode's piece must be faster by 1/switch_margin_den."""
     if late:
         return probe_tmpl_ns * policy.late_margin_den >= probe_stream_ns * (policy.late_margin_den - 1)
+    den = policy.switch_margin_den
+    if beside is not None and den:
+        if beside:
+            return not probe_tmpl_ns * den < probe_stream_ns * (den - 1)
+        return probe_stream_ns * den < probe_tmpl_ns * (den - 1)
     return probe_stream_ns * policy.margin_den < probe_tmpl_ns * (policy.margin_den - 1)
 
 
@@ -160,14 +175,16 @@ def logged_faster_pieces(rnd: bench_stats.Round) -> tuple[int, int, bool]:
     return min(t0, t1), min(s0, s1), False
 
 
-def round_verdict(policy: Policy, rnd: bench_stats.Round, late: bool) -> tuple[bool, int]:
+def round_verdict(policy: Policy, rnd: bench_stats.Round, late: bool,
+                  beside: bool | None = None) -> tuple[bool, int]:
     """(streams, pairs) of a logged round under the policy: its early end from the first pair
-    (a round the bench ended early has no second pair to go on: the first decides)."""
+    (a round the bench ended early has no second pair to go on: the first decides); beside: as
+    streams(), and a round beside other threads' writes does not end early."""
     _chunk, lead, t0, s0 = rnd[:4]
-    if decided(policy, lead, t0, s0, late):
-        return streams(policy, t0, s0, late), 1
+    if (beside is None or not policy.switch_margin_den) and decided(policy, lead, t0, s0, late):
+        return streams(policy, t0, s0, late, beside), 1
     t_ns, s_ns, early = logged_faster_pieces(rnd)
-    return streams(policy, t_ns, s_ns, late), 1 if early else policy.pieces // 2
+    return streams(policy, t_ns, s_ns, late, beside), 1 if early else policy.pieces // 2
 
 
 def streamed_by_rounds(policy: Policy, records: int, order: int, threads: int, late: int | None,
@@ -192,10 +209,15 @@ def streamed_by_rounds(policy: Policy, records: int, order: int, threads: int, l
             return None  # a round the sweep never ran: its rounds cannot judge this schedule
         ran = min(1.0, len(logged) / fills)
         in_t = in_s = wins = 0.0
+        is_late = late is not None and idx >= late
         for rnd in logged:
-            won, pairs = round_verdict(policy, rnd, late is not None and idx >= late)
-            t, s = _chunk_with_round(policy, order, size, pairs, won, learns)
-            in_t, in_s, wins = in_t + t, in_s + s, wins + won
+            # on several threads a round from chunk 2 on is timed beside the others' mode:
+            # streaming in `follow` of the fills
+            for beside, weight in (((False, 1 - follow), (True, follow)) if threads > 1 and idx >= 2
+                                   else ((None, 1.0),)):
+                won, pairs = round_verdict(policy, rnd, is_late, beside)
+                t, s = _chunk_with_round(policy, order, size, pairs, won, learns)
+                in_t, in_s, wins = in_t + weight * t, in_s + weight * s, wins + weight * won
         if logged:
             in_t, in_s, wins = in_t / len(logged), in_s / len(logged), wins / len(logged)
         tmpl += ran * in_t + (1 - ran) * (1 - follow) * size

@@ -105,6 +105,9 @@ class MicrobenchRequest:
     auto_late_llcs: int = 2
     # the late rounds keep template only if its piece is 1/auto_late_margin faster (AUTO_LATE_MARGIN_DEN)
     auto_late_margin: int = 4
+    # on several threads a round from chunk 2 on turns the others' verdict only if the other mode is
+    # 1/auto_switch_margin faster (AUTO_SWITCH_MARGIN_DEN; 0: the 1/32 margin, before 2026-11-28)
+    auto_switch_margin: int = 4
     # the order of a round's pieces (bench/src/auto.h auto_stream_first), patch 11's
     auto_order: str = "lead-first"
     # a round's verdict serves the same slot of the next N - 1 ranges of its kind and size (patch
@@ -127,7 +130,8 @@ def bench_command(opts: dict, fault_kinds: list[str], movsb_block: str, pgmap_ty
                   auto_min: tuple[str | None, str | None] = (None, None),
                   clear_fault: str = "middle", auto_walk_share: str = "llc",
                   auto_late_llcs: int = 2, auto_late_margin: int = 4,
-                  auto_order: str = "lead-first", auto_memo: int = 8) -> list[str]:
+                  auto_order: str = "lead-first", auto_memo: int = 8,
+                  auto_switch_margin: int = 4) -> list[str]:
     cmd = [str(BINARY), "run", "--sizes", opts["sizes"], "--reps", str(opts["reps"]),
            "--threads", opts["threads"], "--layouts", opts["layouts"], "--dests", opts["dests"],
            "--fill", opts["fill"] or "none", "--clear", opts["clear"] or "none",
@@ -137,7 +141,8 @@ def bench_command(opts: dict, fault_kinds: list[str], movsb_block: str, pgmap_ty
            "--split", opts.get("split") or "even", "--chunk", opts.get("chunk") or "128M",
            "--clear-fault", clear_fault, "--auto-walk-share", auto_walk_share,
            "--auto-late-llcs", str(auto_late_llcs), "--auto-late-margin", str(auto_late_margin),
-           "--auto-order", auto_order, "--auto-memo", str(auto_memo)]
+           "--auto-order", auto_order, "--auto-memo", str(auto_memo),
+           "--auto-switch-margin", str(auto_switch_margin)]
     for flag, value in zip(("--auto-altmap-min", "--auto-dram-min"), auto_min):
         if value:
             cmd += [flag, value]
@@ -200,7 +205,8 @@ def run(req: MicrobenchRequest) -> int:
         run_kinds = [k for k in fault_kinds if k not in resv.skipped]
         cmds = [("", bench_command(opts, run_kinds, req.movsb_block, req.pgmap_type, auto_min,
                                    req.clear_fault, req.auto_walk_share, req.auto_late_llcs,
-                                   req.auto_late_margin, req.auto_order, req.auto_memo))]
+                                   req.auto_late_margin, req.auto_order, req.auto_memo,
+                                   req.auto_switch_margin))]
         scale = scaling_command(opts, req.movsb_block, req.pgmap_type, auto_min)
         if scale:
             cmds.append(("scaling", scale))
@@ -244,7 +250,7 @@ def run(req: MicrobenchRequest) -> int:
                     "auto_altmap_min": req.auto_altmap_min, "auto_dram_min": req.auto_dram_min,
                     "auto_walk_share": req.auto_walk_share, "auto_late_llcs": req.auto_late_llcs,
                     "auto_late_margin": req.auto_late_margin, "auto_order": req.auto_order,
-                    "auto_memo": req.auto_memo,
+                    "auto_memo": req.auto_memo, "auto_switch_margin": req.auto_switch_margin,
                     "commands": [c for _n, c, _l in sections]},
         "bench_info": out.info,
         "limit": limit,

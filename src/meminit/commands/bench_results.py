@@ -12,10 +12,12 @@ from meminit.commands import options
 def _cmd_bench_results(args: argparse.Namespace) -> int:
     if args.action == "replay":
         return bench_results.replay(auto_replay.Policy(probe=args.probe, lead=args.lead,
-                                                       late_llcs=args.late_llcs, memo=args.memo),
+                                                       late_llcs=args.late_llcs, memo=args.memo,
+                                                       switch_margin_den=args.switch_margin),
                                     [Path(r) for r in args.run], args.check)
     if args.action == "rounds":
-        print(round_conditions.report(auto_replay.Policy(late_llcs=args.late_llcs),
+        print(round_conditions.report(auto_replay.Policy(late_llcs=args.late_llcs,
+                                                         switch_margin_den=args.switch_margin),
                                       recorded_runs.recorded_runs([Path(r) for r in args.run])), end="")
         return 0
     if args.action == "add":
@@ -54,6 +56,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="replay: rounds this many LLCs into a range keep template only if its probe is a "
                         "quarter faster (default %(default)s, as patch 11; 0: the 1/32 margin everywhere, "
                         "before 2026-11-27)")
+    p.add_argument("--switch-margin", type=options.margin_denominator(),
+                   default=auto_replay.Policy.switch_margin_den,
+                   help="replay, rounds: on several threads a round from chunk 2 on turns the verdict the "
+                        "other threads write in only if the other mode's probe is more than 1/N faster "
+                        "(default %(default)s, as patch 11; 0: the 1/32 margin, before 2026-11-28)")
     p.add_argument("--memo", type=options.integer(0, 1024, note="0: none"), default=auto_replay.Policy.memo,
                    help="replay: a round's verdict serves the same round of the next N - 1 ranges of its "
                         "kind and size, in bursts of ranges as the sweep runs them (64 MiB of struct "

@@ -24,7 +24,7 @@ def request_from(args: argparse.Namespace) -> microbench.MicrobenchRequest:
         auto_altmap_min=args.auto_altmap_min, auto_dram_min=args.auto_dram_min,
         auto_walk_share=args.auto_walk_share, auto_late_llcs=args.auto_late_llcs,
         auto_late_margin=args.auto_late_margin, auto_order=args.auto_order,
-        auto_memo=args.auto_memo, nice=args.nice,
+        auto_memo=args.auto_memo, auto_switch_margin=args.auto_switch_margin, nice=args.nice,
         out=Path(args.out) if args.out else None, verify=args.verify, verify_size=args.verify_size)
 
 
@@ -114,6 +114,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "of its kind and size, which run none there (patch 11's "
                         "MEMMAP_AUTO_REUSE); 0: every range learns (docs/series.md, "
                         "\"Remembered verdicts\") (default %(default)s)")
+    p.add_argument("--auto-switch-margin", type=options.margin_denominator(),
+                   default=d.auto_switch_margin,
+                   help="on several threads a round from chunk 2 on times its pieces beside the "
+                        "other threads' writes in the verdict it began under, which makes the "
+                        "other mode look faster: it turns that verdict only if the other mode's "
+                        "probe is more than 1/N faster (patch 11's MEMMAP_AUTO_SWITCH_MARGIN); "
+                        "0: the 1/32 margin, as before 2026-11-28 (docs/series.md, \"Two "
+                        "threads\") (default %(default)s)")
     p.add_argument("--nice", type=options.integer(-20, 19, note="0: unchanged"), default=d.nice,
                    help="niceness for the benchmark's own session/autogroup (e.g. -10 on a busy "
                         "shared machine; negative values need root)")

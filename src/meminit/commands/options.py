@@ -110,6 +110,12 @@ def integer(minimum: int = 1, maximum: int | None = None, note: str = "") -> Opt
                       lambda n: n >= minimum and (maximum is None or n <= maximum))
 
 
+def margin_denominator(maximum: int = 64) -> OptionType:
+    """N of a margin of 1/N: from 2 to `maximum`, or 0 for no such margin."""
+    return OptionType("integer", f"0 (none) or an integer from 2 to {maximum}", int,
+                      lambda n: n == 0 or 2 <= n <= maximum)
+
+
 def number(zero: str = "") -> OptionType:
     """A finite decimal number above 0, or 0 too when `zero` says what 0 means."""
     accepts = _noted("a number of 0 or more", zero) if zero else "a number above 0"
