@@ -437,9 +437,9 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 		 * round from chunk 2 on times its pieces (chunks 0 and 1 run
 		 * theirs at once, in each other's company): such a round
 		 * keeps v unless the other mode wins by the switch margin,
-		 * and runs both pairs
+		 * and runs both pairs (--auto-switch-margin 0: neither)
 		 */
-		int current = fn->several_threads && idx >= 2 && v >= 0 &&
+		int current = fn->several_threads && idx >= 2 && v >= 0 && auto_switch_margin_den &&
 			      j.bug != BUG_AUTO_SWITCH_IGNORED ? (int)(v & 1) : -1;
 
 		auto_timing_chunk = idx;
