@@ -175,6 +175,13 @@ def logged_faster_pieces(rnd: bench_stats.Round) -> tuple[int, int, bool]:
     return min(t0, t1), min(s0, s1), False
 
 
+def timed_beside_others(threads: int, chunk: int) -> bool:
+    """Whether a round of `chunk` times its pieces beside the other threads' writes in a
+    verdict: on several threads from chunk 2 on (chunks 0 and 1 run theirs at once; the
+    kernel's memmap_init_auto_others())."""
+    return threads > 1 and chunk >= 2
+
+
 def round_verdict(policy: Policy, rnd: bench_stats.Round, late: bool,
                   beside: bool | None = None) -> tuple[bool, int]:
     """(streams, pairs) of a logged round under the policy: its early end from the first pair
@@ -213,8 +220,8 @@ def streamed_by_rounds(policy: Policy, records: int, order: int, threads: int, l
         for rnd in logged:
             # on several threads a round from chunk 2 on is timed beside the others' mode:
             # streaming in `follow` of the fills
-            for beside, weight in (((False, 1 - follow), (True, follow)) if threads > 1 and idx >= 2
-                                   else ((None, 1.0),)):
+            for beside, weight in (((False, 1 - follow), (True, follow))
+                                   if timed_beside_others(threads, idx) else ((None, 1.0),)):
                 won, pairs = round_verdict(policy, rnd, is_late, beside)
                 t, s = _chunk_with_round(policy, order, size, pairs, won, learns)
                 in_t, in_s, wins = in_t + weight * t, in_s + weight * s, wins + weight * won

@@ -40,7 +40,8 @@ def by_condition(policy: auto_replay.Policy, run: RecordedRun) -> list[dict]:
                 t_ns, s_ns, _early = auto_replay.logged_faster_pieces(rnd)
                 if rnd.before is None or not (t_ns and s_ns):
                     continue
-                beside = bool(rnd.before) if threads > 1 and rnd.chunk >= 2 and rnd.before >= 0 else None
+                beside = bool(rnd.before) \
+                    if auto_replay.timed_beside_others(threads, rnd.chunk) and rnd.before >= 0 else None
                 won, _pairs = auto_replay.round_verdict(policy, rnd, late is not None and rnd.chunk >= late,
                                                         beside)
                 groups[rnd.before].append((math.log(t_ns / s_ns), won))
