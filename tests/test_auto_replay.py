@@ -173,11 +173,37 @@ def test_replay_command_reads_every_kind_of_recorded_run(tmp_path, capsys):
                           rounds=1, stream_rounds=0, streamed=0, records=1))
     run = tmp_path / "run"
     run.mkdir()
-    (run / "result.json").write_text(json.dumps({"samples": samples, "machine": {"cpu_model": "Test CPU"}}))
+    (run / "result.json").write_text(json.dumps({"samples": samples, "machine": {"cpu_model": "Test CPU"},
+                                                 "options": {"auto_order": "lead-first"}}))
     loaded = recorded_runs.load_run(run)
-    assert loaded is not None and loaded.cpu.startswith("Test CPU")
+    assert loaded is not None and loaded.cpu.startswith("Test CPU") and loaded.round_order == "lead-first"
     text, every = bench_results.replay_report([loaded], POLICY)
-    assert every and "bar met in 1/1" in text and "probes" in text
+    assert every and "bar met in 1/1" in text and "verdict probes)" in text and "assumed" not in text
+
+
+def test_probes_judge_only_a_policy_whose_rounds_they_timed(tmp_path):
+    # probes that saw streaming faster where template copies the range twice as fast: judged
+    # by them the policy misses; timed by rounds of another order (or of none recorded) they
+    # say nothing about the policy's rounds, and the run is judged as one without probes
+    rows = [_row("template", [20] * 7), _row("movntdq", [10] * 7),
+            _row("auto", [10] * 7, probe_tmpl_ns=2000, probe_stream_ns=1000, probe_records=256)]
+    own = auto_replay.replay_rows(POLICY, rows, None, "lead-first")
+    assert [(c["source"], c["verdict"]) for c in own] == [("probes", "MISS")]
+    for order in ("stream-first", "lead-in, T, T, S, S", None):
+        other = auto_replay.replay_rows(POLICY, rows, None, order)
+        assert [(c["source"], c["mode"], c["verdict"]) for c in other] == [("assumed", "template", "ok")]
+    # the report says why
+    run = recorded_runs.RecordedRun("old", "Test CPU", rows, round_order="stream-first")
+    text, every = bench_results.replay_report([run], POLICY)
+    assert every and "its probes timed rounds stream-first, not lead-first: verdicts assumed" in text
+    # a summary keeps the order its run's options name
+    result = {"machine": {"cpu_model": "Test CPU"}, "date": "2026-11-28T00:00:00Z", "loadavg_start": "0",
+              "loadavg_end": "0", "options": {"reps": 7, "auto_order": "lead-first"}, "summary": []}
+    summary = bench_results.from_result(result, "test")
+    assert summary["round_order"] == "lead-first"
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(summary))
+    assert recorded_runs.load_run(path).round_order == "lead-first"
 
 
 def test_replay_judges_the_callers_states_not_the_per_chunk_read_back():

@@ -31,6 +31,10 @@ Where a sweep kept only the sums and they tie (neither mode's probes faster by t
 rounds' verdicts were their pieces' noise and no one verdict replays them: such a configuration
 is judged by the sweep's own auto, paired repetition by repetition as the live bar is ("live";
 the rule of the sweep's day, before any late round, as the cell has none).
+Probes judge the policy only where the sweep's rounds timed the pieces the policy times, in
+its order (Policy.order, the bench's --auto-order, which a run records): the Zen 3 VM's sweep
+of 2026-11-25 timed a lead-in, T, T, S, S, and one Zen 4 sweep S, T, S, T; such a run is
+replayed as one without probes ("assumed").
 """
 
 from __future__ import annotations
@@ -71,6 +75,9 @@ class Policy:
     # they are smaller
     memo: int = 8
     burst_bytes: int = 64 << 20
+    # the order of a round's pieces (the bench's --auto-order): a run's probes judge the
+    # policy only if its rounds timed the same pieces in the same order
+    order: str = "lead-first"
 
 
 def _round_up(n: int, unit: int) -> int:
@@ -361,10 +368,25 @@ def configurations(rows: list[dict]) -> dict[tuple, dict]:
     return idx
 
 
-def replay_rows(policy: Policy, rows: list[dict], llc_bytes: int | None = None) -> list[dict]:
+# what auto's rows carry of its probes: their sums and every logged round
+PROBE_FIELDS = ("probe_tmpl_ns", "probe_stream_ns", "probe_records", "rounds_by_rep")
+
+
+def probes_judge(policy: Policy, round_order: str | None) -> bool:
+    """Whether a run's probes can judge the policy's rounds: only if they were timed in the
+    policy's order of pieces (a run that did not record its order cannot say)."""
+    return round_order == policy.order
+
+
+def replay_rows(policy: Policy, rows: list[dict], llc_bytes: int | None = None,
+                round_order: str | None = None) -> list[dict]:
     """Every configuration of a run's summary rows that has template and streaming (main section,
-    the chunked split where a case ran in both) in a destination state of the kernel's callers."""
+    the chunked split where a case ran in both) in a destination state of the kernel's callers.
+    A run whose rounds timed other pieces, or in another order (round_order, probes_judge()),
+    is judged as a run without probes: its probes measured rounds the policy does not run."""
     idx = {key: r for key, r in configurations(rows).items() if r["dest"] in JUDGED_DESTS}
+    if not probes_judge(policy, round_order):
+        idx = {key: {k: v for k, v in r.items() if k not in PROBE_FIELDS} for key, r in idx.items()}
     out = []
     for (strat, layout, dest, size, threads), t in idx.items():
         if strat != "template" or layout not in ("o0", "o9"):

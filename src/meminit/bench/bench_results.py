@@ -60,6 +60,9 @@ def from_result(result: dict, source: str) -> dict:
         # ranges a round's verdict served (--auto-memo; absent before 2026-11-27 evening: 0, every
         # range learned): the replay of logged rounds reproduces only runs where every range did
         "auto_memo": result["options"].get("auto_memo", 0),
+        # the order of the pieces auto's rounds timed (--auto-order; absent before 2026-11-27
+        # 14:33, when the replay cannot judge the policy's rounds by the run's probes)
+        "round_order": result["options"].get("auto_order"),
         # from the samples where the run kept them, so that the rows carry today's summary
         # (the repetitions the paired bar needs, what auto's probes measured)
         "rows": _rows(bench_stats.summarize(result["samples"]) if result.get("samples") else result["summary"]),
@@ -198,7 +201,7 @@ def replay_report(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Pol
     every judged cell met the bar."""
     out, every = [], True
     for run in runs:
-        cells = auto_replay.replay_rows(policy, run.rows, run.llc_bytes)
+        cells = auto_replay.replay_rows(policy, run.rows, run.llc_bytes, run.round_order)
         if not cells:
             out.append(f"{run.name} ({run.cpu}): no configuration with template and {bench_stats.STREAMING}\n")
             continue
@@ -209,6 +212,10 @@ def replay_report(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Pol
         out.append(f"{run.name} ({run.cpu}): bar met in {len(cells) - len(misses)}/{len(cells)}"
                    + (f" ({forced} of the misses on threads the kernel uses there only when forced)"
                       if forced else "")
+                   + ("" if auto_replay.probes_judge(policy, run.round_order)
+                      or not any(r.get("probe_stream_ns") for r in run.rows)
+                      else f" (its probes timed rounds {run.round_order or 'of an unrecorded order'}, "
+                      f"not {policy.order}: verdicts assumed)")
                    + f", worst x best {worst['ratio_best']:.2f}x ({worst['layout']} {worst['dest']} "
                    f"{units.format_size(worst['size'])} t{worst['threads']}, {worst['mode']}, "
                    f"verdict {worst['source']})\n")

@@ -23,6 +23,8 @@ class RecordedRun:
     llc_bytes: int | None = None  # None: the run did not record it
     # ranges a round's verdict served in the run (--auto-memo; 0: every range learned)
     auto_memo: int = 0
+    # the order of the pieces its auto's rounds timed (--auto-order; None: not recorded)
+    round_order: str | None = None
 
 
 def _llc_from_caches(caches: list[dict]) -> int | None:
@@ -64,11 +66,13 @@ def load_run(path: Path) -> RecordedRun | None:
     data = json.loads(path.read_text())
     if "samples" in data:
         llc = _llc_from_info(data.get("bench_info", {})) or _llc_from_caches(data["machine"].get("caches", []))
+        options = data.get("options", {})
         return RecordedRun(str(path.parent), _cpu(data["machine"]), bench_stats.summarize(data["samples"]), llc,
-                           data.get("options", {}).get("auto_memo", 0))
+                           options.get("auto_memo", 0), options.get("auto_order"))
     if "rows" in data:
         return RecordedRun(str(path), _cpu(data), [{"kind": "fill", **r} for r in data["rows"]],
-                           _llc_from_caches(data.get("caches", [])), data.get("auto_memo", 0))
+                           _llc_from_caches(data.get("caches", [])), data.get("auto_memo", 0),
+                           data.get("round_order"))
     return None
 
 
