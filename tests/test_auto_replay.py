@@ -184,19 +184,30 @@ def test_replay_command_reads_every_kind_of_recorded_run(tmp_path, capsys):
 def test_probes_judge_only_a_policy_whose_rounds_they_timed(tmp_path):
     # probes that saw streaming faster where template copies the range twice as fast: judged
     # by them the policy misses; timed by rounds of another order (or of none recorded) they
-    # say nothing about the policy's rounds, and the run is judged as one without probes
-    rows = [_row("template", [20] * 7), _row("movntdq", [10] * 7),
-            _row("auto", [10] * 7, probe_tmpl_ns=2000, probe_stream_ns=1000, probe_records=256)]
-    own = auto_replay.replay_rows(POLICY, rows, None, "lead-first")
-    assert [(c["source"], c["verdict"]) for c in own] == [("probes", "MISS")]
-    for order in ("stream-first", "lead-in, T, T, S, S", None):
-        other = auto_replay.replay_rows(POLICY, rows, None, order)
-        assert [(c["source"], c["mode"], c["verdict"]) for c in other] == [("assumed", "template", "ok")]
-    # the report says why
-    run = recorded_runs.RecordedRun("old", "Test CPU", rows, round_order="stream-first")
-    text, every = bench_results.replay_report([run], POLICY)
-    assert every and "its probes timed rounds stream-first, not lead-first: verdicts assumed" in text
-    # a summary keeps the order its run's options name
+    # say nothing about the policy's rounds, either way: the configuration is not judged
+    rounds = [[rep, "0:2000:2000:1000:2000:1000,1:2000:2000:1000:2000:1000"] for rep in range(7)]
+    sums = {"probe_tmpl_ns": 2000, "probe_stream_ns": 1000, "probe_records": 256}
+    for logged in ({}, {"rounds_by_rep": rounds}):
+        rows = [_row("template", [20] * 7), _row("movntdq", [10] * 7), _row("auto", [10] * 7, **sums, **logged)]
+        own = auto_replay.replay_rows(POLICY, rows, None, True)
+        assert [(c["source"], c["verdict"]) for c in own] == [("rounds" if logged else "probes", "MISS")]
+        other = auto_replay.replay_rows(POLICY, rows, None, False)
+        assert [(c["source"], c["verdict"]) for c in other] == [("other rounds", auto_replay.NOT_JUDGED)]
+        # its figures as assumed, as the report says: neither its sums nor its rounds used
+        assert other[0]["mode"] == "template" and other[0]["ratio_best"] > 0.97
+        for order, judged in (("lead-first", True), ("stream-first", False), ("lead-in, T, T, S, S", False),
+                              (None, False)):
+            run = recorded_runs.RecordedRun("run", "Test CPU", rows, round_order=order)
+            assert run.probes_judge(POLICY.order) == judged
+            text, every = bench_results.replay_report([run], POLICY)
+            assert every != judged
+            if not judged:
+                assert "no configuration judged: 1 not judged (its probes timed rounds" in text
+                assert "not judged: 1 configurations of 1 runs" in text
+    # a run without probes is still judged, as assumed
+    plain = [_row("template", [20] * 7), _row("movntdq", [10] * 7)]
+    assert [c["source"] for c in auto_replay.replay_rows(POLICY, plain, None, False)] == ["assumed"]
+    # a summary keeps the order its run's options name, and each kind of run gives it back
     result = {"machine": {"cpu_model": "Test CPU"}, "date": "2026-11-28T00:00:00Z", "loadavg_start": "0",
               "loadavg_end": "0", "options": {"reps": 7, "auto_order": "lead-first"}, "summary": []}
     summary = bench_results.from_result(result, "test")
@@ -204,7 +215,10 @@ def test_probes_judge_only_a_policy_whose_rounds_they_timed(tmp_path):
     path = tmp_path / "s.json"
     path.write_text(json.dumps(summary))
     assert recorded_runs.load_run(path).round_order == "lead-first"
-
+    raw = tmp_path / "raw" / "raw.txt"
+    raw.parent.mkdir()
+    raw.write_text("info llc_bytes=33554432\ninfo auto_order=stream-first\n")
+    assert recorded_runs.load_run(raw.parent).round_order == "stream-first"
 
 def test_replay_judges_the_callers_states_not_the_per_chunk_read_back():
     samples = []

@@ -423,6 +423,8 @@ def test_run_mode_output_parses(bench_binary: Path):
     assert {s["strategy"] for s in out.samples if s["kind"] == "clear"} == {"stosb-4K", "stosq-all"}
     assert out.info["llc_bytes"] > 0
     assert {s["split"] for s in fills} == {"even"}
+    # the order of the learning auto's rounds, which the replay reads from a raw.txt
+    assert out.info["auto_order"] == "lead-first"
 
 
 def test_run_mode_chunked_and_auto(bench_binary: Path):
@@ -443,6 +445,10 @@ def test_run_mode_chunked_and_auto(bench_binary: Path):
     # = 65536 records -> 3 chunks
     assert fills[("auto-dram", 4 << 20, "chunked")]["chunks"] == 3
     assert out.info["auto_altmap_min"] == 2 << 20 and out.info["auto_dram_min"] == 8 << 20
+    order = subprocess.run([str(bench_binary), "run", "--sizes", "1M", "--reps", "1", "--fill", "template",
+                            "--clear", "none", "--fault", "none", "--evict-bytes", "4M", "--auto-order",
+                            "lead-stream-first"], capture_output=True, text=True, timeout=120)
+    assert benchbin.parse_output(order.stdout).info["auto_order"] == "lead-stream-first"
 
 
 def test_run_mode_learning_auto_reports_its_rounds(bench_binary: Path):

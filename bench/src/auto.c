@@ -89,6 +89,15 @@ const struct auto_order auto_orders[] = {
 	{ "lead-stream-first", 0, 1 },
 };
 const size_t n_auto_orders = sizeof(auto_orders) / sizeof(auto_orders[0]);
+
+const char *auto_order_name(void)
+{
+	for (size_t i = 0; i < n_auto_orders; i++)
+		if (auto_orders[i].stream_first == auto_stream_first &&
+		    auto_orders[i].first_lead == auto_first_lead)
+			return auto_orders[i].name;
+	return "?";
+}
 /* the round of the highest chunk so far: chunk << 1 | streaming won; -1 none */
 static _Atomic long verdict = -1;
 static struct auto_round_record round_log[AUTO_LOG_ROUNDS];

@@ -85,6 +85,8 @@ struct auto_order {
 };
 extern const struct auto_order auto_orders[];
 extern const size_t n_auto_orders;
+/* the --auto-order in force, as its name ("info auto_order=", which the replay reads) */
+const char *auto_order_name(void);
 
 /*
  * --auto-memo N: a round's verdict also serves the same round slot (chunk 0,

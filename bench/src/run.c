@@ -37,10 +37,10 @@ int cmd_run(struct opts *o)
 	printf("info llc_bytes=%zu\ninfo evict_bytes=%zu\ninfo avx512f=%d\ninfo clzero=%d\n"
 	       "info movsb_block=%zu\ninfo pgmap_type=%d\ninfo buffer_bytes=%zu\n"
 	       "info auto_altmap_min=%zu\ninfo auto_dram_min=%zu\ninfo chunk_pages=%lu\n"
-	       "info llc_sysconf=%ld\ninfo clear_fault=%d\n",
+	       "info llc_sysconf=%ld\ninfo clear_fault=%d\ninfo auto_order=%s\n",
 	       llc, o->evict_bytes, avx512, clzero, scratch_bytes, the_pgmap.type, need,
 	       auto_min[PLACE_ALTMAP], auto_min[PLACE_DRAM], chunk_req_pages,
-	       sysconf(_SC_LEVEL3_CACHE_SIZE), clear_fault);
+	       sysconf(_SC_LEVEL3_CACHE_SIZE), clear_fault, auto_order_name());
 	fflush(stdout);
 	buf = alloc_buf(need, 1);
 	printf("info buffer_thp_bytes=%zu\n", anon_huge_bytes(buf));

@@ -31,10 +31,10 @@ Where a sweep kept only the sums and they tie (neither mode's probes faster by t
 rounds' verdicts were their pieces' noise and no one verdict replays them: such a configuration
 is judged by the sweep's own auto, paired repetition by repetition as the live bar is ("live";
 the rule of the sweep's day, before any late round, as the cell has none).
-Probes judge the policy only where the sweep's rounds timed the pieces the policy times, in
-its order (Policy.order, the bench's --auto-order, which a run records): the Zen 3 VM's sweep
-of 2026-11-25 timed a lead-in, T, T, S, S, and one Zen 4 sweep S, T, S, T; such a run is
-replayed as one without probes ("assumed").
+Probes judge the policy only where the sweep's rounds timed its pieces in its order (Policy.order,
+the bench's --auto-order, which a run records): a run of other rounds (the Zen 3 VM's sweep of
+2026-11-25 timed a lead-in, T, T, S, S; one Zen 4 sweep S, T, S, T), or of none recorded, is not
+judged where its auto kept probes: they measured rounds the policy does not run.
 """
 
 from __future__ import annotations
@@ -370,30 +370,27 @@ def configurations(rows: list[dict]) -> dict[tuple, dict]:
 
 # what auto's rows carry of its probes: their sums and every logged round
 PROBE_FIELDS = ("probe_tmpl_ns", "probe_stream_ns", "probe_records", "rounds_by_rep")
-
-
-def probes_judge(policy: Policy, round_order: str | None) -> bool:
-    """Whether a run's probes can judge the policy's rounds: only if they were timed in the
-    policy's order of pieces (a run that did not record its order cannot say)."""
-    return round_order == policy.order
+NOT_JUDGED = "not judged"
 
 
 def replay_rows(policy: Policy, rows: list[dict], llc_bytes: int | None = None,
-                round_order: str | None = None) -> list[dict]:
+                probes_usable: bool = True) -> list[dict]:
     """Every configuration of a run's summary rows that has template and streaming (main section,
     the chunked split where a case ran in both) in a destination state of the kernel's callers.
-    A run whose rounds timed other pieces, or in another order (round_order, probes_judge()),
-    is judged as a run without probes: its probes measured rounds the policy does not run."""
+    probes_usable False (the run's rounds timed other pieces or another order than the
+    policy's): a configuration whose auto kept probes is NOT_JUDGED, its figures as assumed."""
     idx = {key: r for key, r in configurations(rows).items() if r["dest"] in JUDGED_DESTS}
-    if not probes_judge(policy, round_order):
-        idx = {key: {k: v for k, v in r.items() if k not in PROBE_FIELDS} for key, r in idx.items()}
     out = []
     for (strat, layout, dest, size, threads), t in idx.items():
         if strat != "template" or layout not in ("o0", "o9"):
             continue
-        s = idx.get((bench_stats.STREAMING, layout, dest, size, threads))
+        s, auto = (idx.get((name, layout, dest, size, threads)) for name in (bench_stats.STREAMING, "auto"))
+        foreign = not probes_usable and auto is not None and any(k in auto for k in PROBE_FIELDS)
+        if foreign and auto is not None:
+            auto = {k: v for k, v in auto.items() if k not in PROBE_FIELDS}
         if s:
-            out.append(replay_cell(policy, t, s, idx.get(("auto", layout, dest, size, threads)),
-                                   0 if layout == "o0" else 9, llc_bytes))
+            out.append(replay_cell(policy, t, s, auto, 0 if layout == "o0" else 9, llc_bytes))
+            if foreign:
+                out[-1].update(source="other rounds", verdict=NOT_JUDGED)
     out.sort(key=lambda c: (c["layout"], bench_stats.dest_rank(c["dest"]), c["size"], c["threads"]))
     return out

@@ -60,8 +60,8 @@ def from_result(result: dict, source: str) -> dict:
         # ranges a round's verdict served (--auto-memo; absent before 2026-11-27 evening: 0, every
         # range learned): the replay of logged rounds reproduces only runs where every range did
         "auto_memo": result["options"].get("auto_memo", 0),
-        # the order of the pieces auto's rounds timed (--auto-order; absent before 2026-11-27
-        # 14:33, when the replay cannot judge the policy's rounds by the run's probes)
+        # the order of the pieces auto's rounds timed (--auto-order, in result.json since
+        # 2026-11-27 12:10; without it the replay cannot judge the policy by the run's probes)
         "round_order": result["options"].get("auto_order"),
         # from the samples where the run kept them, so that the rows carry today's summary
         # (the repetitions the paired bar needs, what auto's probes measured)
@@ -198,27 +198,31 @@ def readme_with_table(readme: str, table: str) -> str:
 
 def replay_report(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Policy) -> tuple[str, bool]:
     """Per recorded run: every configuration the replay judges, and its worst cell; whether
-    every judged cell met the bar."""
-    out, every = [], True
+    every judged cell met the bar. The configurations of a run whose rounds timed another
+    order than the policy's are shown, not judged (auto_replay.NOT_JUDGED)."""
+    out, every, set_aside = [], True, [0, 0]
     for run in runs:
-        cells = auto_replay.replay_rows(policy, run.rows, run.llc_bytes, run.round_order)
+        cells = auto_replay.replay_rows(policy, run.rows, run.llc_bytes, run.probes_judge(policy.order))
         if not cells:
             out.append(f"{run.name} ({run.cpu}): no configuration with template and {bench_stats.STREAMING}\n")
             continue
-        misses = [c for c in cells if c["verdict"] == "MISS"]
+        judged = [c for c in cells if c["verdict"] != auto_replay.NOT_JUDGED]
+        misses = [c for c in judged if c["verdict"] == "MISS"]
         every &= not misses
-        worst = min(cells, key=lambda c: c["ratio_best"])
         forced = sum(c["forced"] for c in misses)
-        out.append(f"{run.name} ({run.cpu}): bar met in {len(cells) - len(misses)}/{len(cells)}"
-                   + (f" ({forced} of the misses on threads the kernel uses there only when forced)"
-                      if forced else "")
-                   + ("" if auto_replay.probes_judge(policy, run.round_order)
-                      or not any(r.get("probe_stream_ns") for r in run.rows)
-                      else f" (its probes timed rounds {run.round_order or 'of an unrecorded order'}, "
-                      f"not {policy.order}: verdicts assumed)")
-                   + f", worst x best {worst['ratio_best']:.2f}x ({worst['layout']} {worst['dest']} "
-                   f"{units.format_size(worst['size'])} t{worst['threads']}, {worst['mode']}, "
-                   f"verdict {worst['source']})\n")
+        head = f"{run.name} ({run.cpu}): " + (f"bar met in {len(judged) - len(misses)}/{len(judged)}" + (
+            f" ({forced} of the misses on threads the kernel uses there only when forced)" if forced else "")
+            if judged else "no configuration judged")
+        if len(judged) < len(cells):
+            set_aside = [set_aside[0] + len(cells) - len(judged), set_aside[1] + 1]
+            head += (f"{',' if judged else ':'} {len(cells) - len(judged)} not judged (its probes timed "
+                     f"rounds {run.round_order or 'of an unrecorded order'}, not {policy.order})")
+        if judged:
+            worst = min(judged, key=lambda c: c["ratio_best"])
+            head += (f", worst x best {worst['ratio_best']:.2f}x ({worst['layout']} {worst['dest']} "
+                     f"{units.format_size(worst['size'])} t{worst['threads']}, {worst['mode']}, "
+                     f"verdict {worst['source']})")
+        out.append(head + "\n")
         out.append(render_table(
             ["layout", "dest", "size", "thr", "split", "range T/S", "verdict", "from", "other mode",
              "live S", "x best", "x template", "bar"],
@@ -227,6 +231,10 @@ def replay_report(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Pol
               f"{c['range_t_over_s']:.2f}", c["mode"], c["source"], f"{100 * c['other_share']:.1f}%",
               "-" if c["live_streamed"] is None else f"{100 * c['live_streamed']:.0f}%",
               f"{c['ratio_best']:.2f}x", f"{c['ratio_template']:.2f}x", c["verdict"]] for c in cells]) + "\n")
+    if set_aside[0]:
+        out.append(f"not judged: {set_aside[0]} configurations of {set_aside[1]} runs whose probes timed "
+                   f"rounds of another order than {policy.order}, which cannot say what its rounds see "
+                   "(figures shown as assumed)\n")
     return "\n".join(out), every
 
 
@@ -238,7 +246,7 @@ def replay(policy: auto_replay.Policy, more_runs: list[Path], check: bool = Fals
     print(f"the learning auto replayed ({policy}) over {len(runs)} recorded runs: x best, x template "
           f"= median of per-repetition ratios (medians where a run kept none); from: the verdicts "
           f"from the sweep's logged rounds one by one, from its probes' sums, or assumed (the mode "
-          f"that won the range); live: the probes' sums tie, so the cell is the sweep's own auto "
+          f"that won the range); other rounds: the sweep's rounds timed another order, not judged; live: the probes' sums tie, so the cell is the sweep's own auto "
           f"(the rule of its day), paired as the live bar pairs it; live S: the share the sweep's "
           f"own auto streamed; bar "
           f"{bench_stats.AUTO_BAR}; thr 2*: the kernel keeps a range that writes fewer than "

@@ -26,6 +26,11 @@ class RecordedRun:
     # the order of the pieces its auto's rounds timed (--auto-order; None: not recorded)
     round_order: str | None = None
 
+    def probes_judge(self, order: str) -> bool:
+        """Whether its probes can judge a policy whose rounds time their pieces in `order`:
+        only if its own did (a run that did not record its order cannot say)."""
+        return self.round_order == order
+
 
 def _llc_from_caches(caches: list[dict]) -> int | None:
     """The last level's size from a machine's cache list (sysfs sizes such as '32768K')."""
@@ -62,13 +67,14 @@ def load_run(path: Path) -> RecordedRun | None:
         head = table.read_text().splitlines()[0] if table.exists() else ""
         cpu = head.split("  ")[2] if head.count("  ") >= 2 else "?"
         return RecordedRun(str(path.parent), cpu, bench_stats.summarize(out.samples),
-                           _llc_from_info(out.info))
+                           _llc_from_info(out.info), round_order=out.info.get("auto_order"))
     data = json.loads(path.read_text())
     if "samples" in data:
         llc = _llc_from_info(data.get("bench_info", {})) or _llc_from_caches(data["machine"].get("caches", []))
         options = data.get("options", {})
         return RecordedRun(str(path.parent), _cpu(data["machine"]), bench_stats.summarize(data["samples"]), llc,
-                           options.get("auto_memo", 0), options.get("auto_order"))
+                           options.get("auto_memo", 0),
+                           options.get("auto_order") or data.get("bench_info", {}).get("auto_order"))
     if "rows" in data:
         return RecordedRun(str(path), _cpu(data), [{"kind": "fill", **r} for r in data["rows"]],
                            _llc_from_caches(data.get("caches", [])), data.get("auto_memo", 0),
