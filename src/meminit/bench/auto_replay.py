@@ -385,9 +385,9 @@ def replay_rows(policy: Policy, rows: list[dict], llc_bytes: int | None = None,
         if strat != "template" or layout not in ("o0", "o9"):
             continue
         s, auto = (idx.get((name, layout, dest, size, threads)) for name in (bench_stats.STREAMING, "auto"))
-        foreign = not probes_usable and auto is not None and any(k in auto for k in PROBE_FIELDS)
-        if foreign and auto is not None:
-            auto = {k: v for k, v in auto.items() if k not in PROBE_FIELDS}
+        foreign = False
+        if not probes_usable and auto is not None and any(k in auto for k in PROBE_FIELDS):
+            foreign, auto = True, {k: v for k, v in auto.items() if k not in PROBE_FIELDS}
         if s:
             out.append(replay_cell(policy, t, s, auto, 0 if layout == "o0" else 9, llc_bytes))
             if foreign:

@@ -200,7 +200,8 @@ def replay_report(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Pol
     """Per recorded run: every configuration the replay judges, and its worst cell; whether
     every judged cell met the bar. The configurations of a run whose rounds timed another
     order than the policy's are shown, not judged (auto_replay.NOT_JUDGED)."""
-    out, every, set_aside = [], True, [0, 0]
+    out, every = [], True
+    aside_cells = aside_runs = 0
     for run in runs:
         cells = auto_replay.replay_rows(policy, run.rows, run.llc_bytes, run.probes_judge(policy.order))
         if not cells:
@@ -210,11 +211,15 @@ def replay_report(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Pol
         misses = [c for c in judged if c["verdict"] == "MISS"]
         every &= not misses
         forced = sum(c["forced"] for c in misses)
-        head = f"{run.name} ({run.cpu}): " + (f"bar met in {len(judged) - len(misses)}/{len(judged)}" + (
-            f" ({forced} of the misses on threads the kernel uses there only when forced)" if forced else "")
-            if judged else "no configuration judged")
+        head = f"{run.name} ({run.cpu}): "
+        if judged:
+            head += f"bar met in {len(judged) - len(misses)}/{len(judged)}"
+            if forced:
+                head += f" ({forced} of the misses on threads the kernel uses there only when forced)"
+        else:
+            head += "no configuration judged"
         if len(judged) < len(cells):
-            set_aside = [set_aside[0] + len(cells) - len(judged), set_aside[1] + 1]
+            aside_cells, aside_runs = aside_cells + len(cells) - len(judged), aside_runs + 1
             head += (f"{',' if judged else ':'} {len(cells) - len(judged)} not judged (its probes timed "
                      f"rounds {run.round_order or 'of an unrecorded order'}, not {policy.order})")
         if judged:
@@ -231,8 +236,8 @@ def replay_report(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Pol
               f"{c['range_t_over_s']:.2f}", c["mode"], c["source"], f"{100 * c['other_share']:.1f}%",
               "-" if c["live_streamed"] is None else f"{100 * c['live_streamed']:.0f}%",
               f"{c['ratio_best']:.2f}x", f"{c['ratio_template']:.2f}x", c["verdict"]] for c in cells]) + "\n")
-    if set_aside[0]:
-        out.append(f"not judged: {set_aside[0]} configurations of {set_aside[1]} runs whose probes timed "
+    if aside_cells:
+        out.append(f"not judged: {aside_cells} configurations of {aside_runs} runs whose probes timed "
                    f"rounds of another order than {policy.order}, which cannot say what its rounds see "
                    "(figures shown as assumed)\n")
     return "\n".join(out), every
