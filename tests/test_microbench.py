@@ -379,14 +379,15 @@ def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
     ("auto-stream", "fill auto "),          # auto streams whatever its rounds found
     # copies whatever its rounds found
     ("auto-template", "clock=(flipping|streaming-decisive|late-tie|switch-stream-later|switch-template-later) "),
-    ("auto-no-walk", " walk="),             # auto ignores the hint that the memmap is walked next
+    # auto ignores the hint that the memmap is walked next (aged: reads nothing ahead)
+    ("auto-no-walk", " walk=|tiles its chunk, walked, aged: .*: not one read ahead per template piece"),
     ("auto-walk-share", "auto walk share"),  # the candidate hint counts all of every read-back
     ("auto-no-early", "-decisive "),        # a decisive first pair does not end the round
     ("auto-lead-unchecked", "clock=disturbed-template "),  # one slow template piece streams
     # past twice the LLC a tie still keeps template, and template ends a round early
     ("auto-late-ignored", "clock=late-(tie|template-decisive) "),
     # a round's first write runs past its count; the next piece writes the records again
-    ("auto-first-overrun", "fill auto tiles its chunk: .*: a piece wrote records another piece wrote"),
+    ("auto-first-overrun", "fill auto tiles its chunk(, walked, aged)?: .*: a piece wrote records another piece wrote"),
     # a round beside the other threads' verdict turns it for 10 %, or ends after a decisive pair
     ("auto-switch-ignored", "threads=[23] .*clock=(switch-|template-decisive|streaming-decisive|late-template-decisive)"),
 ])
@@ -520,7 +521,22 @@ def test_run_mode_walked_destination_and_walk_share(bench_binary: Path):
     assert all(s["cpu_ns"] > 0 for s in fills if s["dest"] == "walked")
     bad = subprocess.run([str(bench_binary), "run", "--auto-walk-share", "half"],
                          capture_output=True, text=True, timeout=30)
-    assert bad.returncode != 0 and "unknown --auto-walk-share 'half' (full, llc, fraction)" in bad.stderr
+    assert bad.returncode != 0 and "unknown --auto-walk-share 'half' (full, llc, fraction, aged)" in bad.stderr
+
+
+def test_verify_passes_with_the_aged_walk_and_catches_an_ignored_hint(bench_binary: Path):
+    # the candidate aged walk: the hinted rounds still match the slow path and read every
+    # piece (template's lines ahead, streaming's back); ignoring the hint fails, walked fills only
+    ok = subprocess.run([str(bench_binary), "verify", "--size", "1M", "--auto-walk-share", "aged"],
+                        capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, [l for l in ok.stdout.splitlines() if l.startswith("FAIL")]
+    assert "ok fill auto tiles its chunk, walked, aged: " in ok.stdout
+    bad = subprocess.run([str(bench_binary), "verify", "--size", "1M", "--auto-walk-share", "aged",
+                          "--bug", "auto-no-walk"], capture_output=True, text=True, timeout=120)
+    fails = [l for l in bad.stdout.splitlines() if l.startswith("FAIL")]
+    assert bad.returncode != 0 and any(re.search(" walk=[12] ", l) for l in fails), fails
+    assert all(re.search(" walk=[12] |tiles its chunk, walked, aged: .*: not one read ahead", l)
+               for l in fails), fails
 
 
 def test_auto_walk_share_reaches_the_bench():

@@ -292,7 +292,8 @@ unsigned long auto_walk_share(size_t bytes, size_t llc)
 {
 	unsigned long share;
 
-	if (!llc || bug == BUG_AUTO_WALK_SHARE || auto_walk_rule == AUTO_WALK_FULL)
+	if (!llc || bug == BUG_AUTO_WALK_SHARE || auto_walk_rule == AUTO_WALK_FULL ||
+	    auto_walk_rule == AUTO_WALK_AGED)
 		return AUTO_WALK_SHARE_ONE;
 	if (auto_walk_rule == AUTO_WALK_LLC)
 		return bytes <= llc / 2 ? AUTO_WALK_SHARE_ONE : 0;
@@ -374,7 +375,8 @@ static void write_piece(void (*f)(const struct fill_job *), struct fill_job *pie
  * read back for the walk hint), count it and step past it.
  */
 static uint64_t probe_piece(const struct fill_job *j, struct fill_job *piece, int st,
-			    const struct auto_fns *fn, uint64_t (*clock)(void))
+			    const struct auto_fns *fn, uint64_t (*clock)(void),
+			    const struct fill_job *aged)
 {
 	uint64_t t0, ns;
 
@@ -386,7 +388,13 @@ static uint64_t probe_piece(const struct fill_job *j, struct fill_job *piece, in
 	write_piece(st ? fn->stream : fn->tmpl, piece);
 	if (st)
 		fn->drain();
-	if (fn->walk && j->bug != BUG_AUTO_NO_WALK) {
+	if (aged && j->bug != BUG_AUTO_NO_WALK) {
+		/* --auto-walk-share aged: what the walk will pay for template's lines */
+		sink += fn->walk(aged);
+		__atomic_fetch_add(&stats.walked, 1, __ATOMIC_RELAXED);
+		__builtin_ia32_mfence();
+		ns = clock() - t0;
+	} else if (fn->walk && j->bug != BUG_AUTO_NO_WALK) {
 		ns = walk_piece(fn, piece, clock, t0);
 	} else {
 		__builtin_ia32_mfence();
@@ -430,7 +438,9 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 	unsigned long lead = auto_lead_records(chunk->order);
 	struct fill_job j = *chunk;
 	long v = atomic_load_explicit(&verdict, memory_order_relaxed);
-	int round = auto_probe_chunk(idx, v >= 0) && j.nr_pages >= auto_round_records(j.order, idx);
+	int aged = fn->walk && auto_walk_rule == AUTO_WALK_AGED;
+	int round = auto_probe_chunk(idx, v >= 0) &&
+		    j.nr_pages >= auto_round_records(j.order, idx) + (aged ? 2 * probe : 0);
 	int s;
 
 	if (round && memo_take(fn, idx, &s)) {
@@ -465,13 +475,22 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 			 * continues the template stream instead of starting a
 			 * new one after a streaming piece
 			 */
+			/*
+			 * --auto-walk-share aged: the template piece is charged
+			 * a read of lines past the round, zeroed as long ago as
+			 * the walk will find template's lines
+			 */
+			struct fill_job ahead = j;
+
+			ahead.start_pfn += auto_round_records(j.order, idx) + pair * probe;
+			ahead.nr_pages = probe;
 			if (pair >= auto_stream_first)
-				ns[1][pair] = probe_piece(&j, &piece, 1, fn, clock);
+				ns[1][pair] = probe_piece(&j, &piece, 1, fn, clock, NULL);
 			lead_in(&piece, lead, probe, fn, clock,
 				pair || auto_first_lead ? NULL : &lead_ns);
-			ns[0][pair] = probe_piece(&j, &piece, 0, fn, clock);
+			ns[0][pair] = probe_piece(&j, &piece, 0, fn, clock, aged ? &ahead : NULL);
 			if (pair < auto_stream_first)
-				ns[1][pair] = probe_piece(&j, &piece, 1, fn, clock);
+				ns[1][pair] = probe_piece(&j, &piece, 1, fn, clock, NULL);
 			pieces += 2;
 			if (!pair && current < 0 &&
 			    auto_round_decided(lead_ns, ns[0][0], ns[1][0], late) &&

@@ -66,9 +66,13 @@ extern __thread unsigned long auto_timing_chunk;
  * --auto-walk-share: what the walk hint counts of a piece's read-back: all of it
  * up to half the LLC and none, no read-back, past it (llc, patch 11); all of it
  * at every size (full, patch 11 until 2026-11-26); all of it up to the LLC and
- * LLC / range of it past it (fraction, until 2026-11-26 19:45)
+ * LLC / range of it past it (fraction, until 2026-11-26 19:45); at every size,
+ * each template piece charged a read of as many lines past the round instead of
+ * its own read-back, zeroed as long ago as the walk will find template's, and
+ * each streaming piece read back (aged, a candidate: docs/series.md, "The first
+ * live sweeps on a Zen 3 VM")
  */
-enum { AUTO_WALK_FULL, AUTO_WALK_LLC, AUTO_WALK_FRACTION };
+enum { AUTO_WALK_FULL, AUTO_WALK_LLC, AUTO_WALK_FRACTION, AUTO_WALK_AGED };
 extern int auto_walk_rule;
 /* --auto-order: the pairs of a round from this one on time their streaming
  * piece first, then the lead-in and the template piece (2: none, lead-first,

@@ -164,8 +164,10 @@ int parse_opts(int argc, char **argv, struct opts *o)
 				auto_walk_rule = AUTO_WALK_LLC;
 			else if (!strcmp(optarg, "fraction"))
 				auto_walk_rule = AUTO_WALK_FRACTION;
+			else if (!strcmp(optarg, "aged"))
+				auto_walk_rule = AUTO_WALK_AGED;
 			else
-				die("unknown --auto-walk-share '%s' (full, llc, fraction)", optarg);
+				die("unknown --auto-walk-share '%s' (full, llc, fraction, aged)", optarg);
 			break;
 		case 'P':
 			auto_probe_min = strtoul(optarg, NULL, 0);

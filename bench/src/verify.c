@@ -582,7 +582,7 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 	for (int flip = 0; flip < 5; flip++)
 	for (int walk = READBACK_NONE; walk <= READBACK_WALK; walk++) {
 		struct auto_stats a = { 0 };
-		int ok, learns, right, hinted;
+		int ok, learns, right, hinted, aged;
 
 		chunk_req_pages = chunk_reqs[ci];
 		memset(buf, POISON, size + 2 * GUARD);
@@ -601,7 +601,10 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 		 * switching between chunks; where none fits, the range is too small
 		 * to learn from and must be template only.
 		 */
-		learns = chunk_pages >= auto_round_records(order, 0);
+		/* --auto-walk-share aged: a hinted round also needs the lines it reads ahead */
+		aged = walk && auto_walk_rule == AUTO_WALK_AGED;
+		learns = chunk_pages >= auto_round_records(order, 0) +
+					(aged ? 2 * auto_probe_records(order, 0) : 0);
 		if (!learns)
 			right = !a.rounds && !a.streamed;
 		else if (flip == 4)
@@ -673,6 +676,31 @@ static void tile_drain(void)
 {
 }
 
+/*
+ * The walk hint's reads under --auto-walk-share aged: a streaming piece read
+ * back right after it was written, and for each template piece as many lines
+ * past the round (which no piece of the round writes), inside the chunk.
+ */
+static unsigned long tile_round_end, tile_chunk_end, tile_ahead_reads;
+static const char *tile_read_fault;
+
+static unsigned long tile_walk(const struct fill_job *j)
+{
+	const struct tile *last = tile_n && tile_n <= TILE_LOG ? &tile_log[tile_n - 1] : NULL;
+
+	if (last && last->streamed && j->start_pfn == last->start && j->nr_pages == last->nr)
+		return 0;
+	if (j->start_pfn < tile_round_end)
+		tile_read_fault = last && !last->streamed && j->start_pfn == last->start ?
+				  "read a template piece back instead of the lines ahead" :
+				  "read lines the round writes";
+	else if (j->start_pfn + j->nr_pages > tile_chunk_end)
+		tile_read_fault = "read past the chunk";
+	else
+		tile_ahead_reads++;
+	return 0;
+}
+
 /* why the logged pieces do not tile [start, start + nr), or NULL */
 static const char *tile_fault(unsigned long start, unsigned long nr, unsigned int order,
 			      const struct auto_stats *a)
@@ -707,12 +735,17 @@ static void verify_auto_tiles(void)
 	static const char *const clock_names[] = {
 		"template-decisive", "streaming-decisive", "tie",
 	};
-	static const struct auto_fns fns = {
-		tile_template, tile_stream, tile_drain, NULL, 0, AUTO_NO_LATE_CHUNK, 0, 0, 0,
+	/* without the walk hint, and with it read ahead (--auto-walk-share aged) */
+	static const struct auto_fns fns[2] = {
+		{ tile_template, tile_stream, tile_drain, NULL, 0, AUTO_NO_LATE_CHUNK, 0, 0, 0 },
+		{ tile_template, tile_stream, tile_drain, tile_walk, AUTO_WALK_SHARE_ONE,
+		  AUTO_NO_LATE_CHUNK, 0, 0, 0 },
 	};
 	int stream_first = auto_stream_first, first_lead = auto_first_lead;
+	int walk_rule = auto_walk_rule;
 	char what[320];
 
+	for (int aged = 0; aged < 2; aged++)
 	for (int order = 0; order <= 9; order += 9)
 	for (size_t so = 0; so < n_auto_orders; so++)
 	for (int ci = 0; ci < 3; ci++)
@@ -720,15 +753,18 @@ static void verify_auto_tiles(void)
 	for (int size = 0; size < 4; size++) {
 		unsigned long unit = 1UL << order, round, nr;
 		struct fill_job chunk;
-		int want_round = size && auto_probe_chunk(idx, 0);
+		int want_round;
 		struct auto_stats a;
 		const char *fault;
 
 		auto_stream_first = auto_orders[so].stream_first;
 		auto_first_lead = auto_orders[so].first_lead;
-		round = auto_round_records(order, idx);
+		auto_walk_rule = aged ? AUTO_WALK_AGED : walk_rule;
+		/* aged: a round also needs the lines its template pieces read ahead */
+		round = auto_round_records(order, idx) + (aged ? 2 * auto_probe_records(order, idx) : 0);
 		/* one page short of a round, a round exactly, a page more, four rounds */
 		nr = size == 0 ? round - unit : size == 1 ? round : size == 2 ? round + unit : 4 * round;
+		want_round = size && auto_probe_chunk(idx, 0);
 		chunk = (struct fill_job){
 			.base_pfn = BASE_PFN, .start_pfn = BASE_PFN + 4 * round, .nr_pages = nr,
 			.order = (unsigned int)order, .bug = bug,
@@ -736,40 +772,62 @@ static void verify_auto_tiles(void)
 		auto_reset();
 		atomic_fetch_add(&clock_gen, 1);
 		tile_n = 0;
-		auto_fill_chunk(&chunk, idx, &fns, clocks[ci]);
+		tile_chunk_end = chunk.start_pfn + nr;
+		tile_round_end = chunk.start_pfn + auto_round_records(order, idx);
+		tile_ahead_reads = 0;
+		tile_read_fault = NULL;
+		auto_fill_chunk(&chunk, idx, &fns[aged], clocks[ci]);
 		a = auto_stats();
 		fault = tile_fault(chunk.start_pfn, nr, chunk.order, &a);
+		if (!fault)
+			fault = tile_read_fault;
+		/* one read ahead per template piece, that is per pair */
+		if (!fault && aged && tile_ahead_reads != a.pieces / 2)
+			fault = "not one read ahead per template piece";
 		if (!fault && !a.rounds != !want_round)
 			fault = want_round ? "no round where one fits" : "a round where none fits";
 		snprintf(what, sizeof(what),
-			 "fill auto tiles its chunk: order=%d %s clock=%s chunk=%lu records=%lu "
-			 "(pieces %lu, rounds %lu, streamed %lu)%s%s", order, auto_orders[so].name,
+			 "fill auto tiles its chunk%s: order=%d %s clock=%s chunk=%lu records=%lu "
+			 "(pieces %lu, rounds %lu, streamed %lu)%s%s", aged ? ", walked, aged" : "",
+			 order, auto_orders[so].name,
 			 clock_names[ci], idx, nr, tile_n, a.rounds, a.streamed,
 			 fault ? ": " : "", fault ? fault : "");
 		report(!fault, what);
 	}
 	auto_stream_first = stream_first;
 	auto_first_lead = first_lead;
+	auto_walk_rule = walk_rule;
 	auto_reset();
 }
 
 /* The share of a piece's read-back the candidate walk hint counts (issue 33). */
 static void verify_auto_walk_share(void)
 {
-	unsigned long in_llc = auto_walk_share(2UL << 20, 8UL << 20);
-	unsigned long half_llc = auto_walk_share(4UL << 20, 8UL << 20);
-	unsigned long past_half = auto_walk_share((4UL << 20) + 64, 8UL << 20);
-	unsigned long at_llc = auto_walk_share(8UL << 20, 8UL << 20);
-	unsigned long four_llc = auto_walk_share(32UL << 20, 8UL << 20);
-	unsigned long unknown = auto_walk_share(32UL << 20, 0);
-	char what[240];
+	int rule = auto_walk_rule;
+	unsigned long aged, in_llc, half_llc, past_half, at_llc, four_llc, unknown;
+	char what[280];
 
+	/* aged reads ahead at every size */
+	auto_walk_rule = AUTO_WALK_AGED;
+	aged = auto_walk_share(32UL << 20, 8UL << 20);
+	/* the rest is patch 11's rule, whatever --auto-walk-share says */
+	auto_walk_rule = AUTO_WALK_LLC;
+	in_llc = auto_walk_share(2UL << 20, 8UL << 20);
+	half_llc = auto_walk_share(4UL << 20, 8UL << 20);
+	past_half = auto_walk_share((4UL << 20) + 64, 8UL << 20);
+	at_llc = auto_walk_share(8UL << 20, 8UL << 20);
+	four_llc = auto_walk_share(32UL << 20, 8UL << 20);
+	unknown = auto_walk_share(32UL << 20, 0);
+
+	auto_walk_rule = rule;
 	snprintf(what, sizeof(what), "auto walk share: range of a quarter of the LLC %lu, half %lu, "
-		 "one record more %lu, the LLC's size %lu, 4 x the LLC %lu, LLC unknown %lu "
-		 "(want %d, %d, 0, 0, 0, %d)", in_llc, half_llc, past_half, at_llc, four_llc,
-		 unknown, AUTO_WALK_SHARE_ONE, AUTO_WALK_SHARE_ONE, AUTO_WALK_SHARE_ONE);
+		 "one record more %lu, the LLC's size %lu, 4 x the LLC %lu, LLC unknown %lu, "
+		 "aged at 4 x the LLC %lu (want %d, %d, 0, 0, 0, %d, %d)", in_llc, half_llc,
+		 past_half, at_llc, four_llc, unknown, aged, AUTO_WALK_SHARE_ONE,
+		 AUTO_WALK_SHARE_ONE, AUTO_WALK_SHARE_ONE, AUTO_WALK_SHARE_ONE);
 	report(in_llc == AUTO_WALK_SHARE_ONE && half_llc == AUTO_WALK_SHARE_ONE && !past_half &&
-	       !at_llc && !four_llc && unknown == AUTO_WALK_SHARE_ONE, what);
+	       !at_llc && !four_llc && unknown == AUTO_WALK_SHARE_ONE &&
+	       aged == AUTO_WALK_SHARE_ONE, what);
 }
 
 int cmd_verify(struct opts *o)
