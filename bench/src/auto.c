@@ -255,6 +255,13 @@ unsigned long auto_round_records(unsigned int order, unsigned long chunk)
 	       AUTO_PIECES * auto_probe_records(order, chunk);
 }
 
+unsigned long auto_round_room(unsigned int order, unsigned long chunk, int walked)
+{
+	int aged = walked && auto_walk_rule == AUTO_WALK_AGED;
+
+	return auto_round_records(order, chunk) + (aged ? 2 * auto_probe_records(order, chunk) : 0);
+}
+
 int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2], int late,
 		       int current)
 {
@@ -388,14 +395,9 @@ static uint64_t probe_piece(const struct fill_job *j, struct fill_job *piece, in
 	write_piece(st ? fn->stream : fn->tmpl, piece);
 	if (st)
 		fn->drain();
-	if (aged && j->bug != BUG_AUTO_NO_WALK) {
+	if (fn->walk && j->bug != BUG_AUTO_NO_WALK) {
 		/* --auto-walk-share aged: what the walk will pay for template's lines */
-		sink += fn->walk(aged);
-		__atomic_fetch_add(&stats.walked, 1, __ATOMIC_RELAXED);
-		__builtin_ia32_mfence();
-		ns = clock() - t0;
-	} else if (fn->walk && j->bug != BUG_AUTO_NO_WALK) {
-		ns = walk_piece(fn, piece, clock, t0);
+		ns = walk_piece(fn, aged ? aged : piece, clock, t0);
 	} else {
 		__builtin_ia32_mfence();
 		ns = clock() - t0;
@@ -440,7 +442,7 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 	long v = atomic_load_explicit(&verdict, memory_order_relaxed);
 	int aged = fn->walk && auto_walk_rule == AUTO_WALK_AGED;
 	int round = auto_probe_chunk(idx, v >= 0) &&
-		    j.nr_pages >= auto_round_records(j.order, idx) + (aged ? 2 * probe : 0);
+		    j.nr_pages >= auto_round_room(j.order, idx, fn->walk != NULL);
 	int s;
 
 	if (round && memo_take(fn, idx, &s)) {

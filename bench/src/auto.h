@@ -167,6 +167,9 @@ unsigned long auto_round_records(unsigned int order, unsigned long chunk);
  * current: the verdict the other threads wrote in when it began (0 template,
  * 1 streaming), -1 where none or one thread
  */
+/* records a round needs in its chunk: the round's, and with the walk hint under
+ * --auto-walk-share aged the lines its two template pieces read ahead */
+unsigned long auto_round_room(unsigned int order, unsigned long chunk, int walked);
 int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2], int late,
 		       int current);
 /* the first chunk of chunk_bytes of memmap whose rounds are late under an

@@ -582,7 +582,7 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 	for (int flip = 0; flip < 5; flip++)
 	for (int walk = READBACK_NONE; walk <= READBACK_WALK; walk++) {
 		struct auto_stats a = { 0 };
-		int ok, learns, right, hinted, aged;
+		int ok, learns, right, hinted;
 
 		chunk_req_pages = chunk_reqs[ci];
 		memset(buf, POISON, size + 2 * GUARD);
@@ -601,10 +601,7 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 		 * switching between chunks; where none fits, the range is too small
 		 * to learn from and must be template only.
 		 */
-		/* --auto-walk-share aged: a hinted round also needs the lines it reads ahead */
-		aged = walk && auto_walk_rule == AUTO_WALK_AGED;
-		learns = chunk_pages >= auto_round_records(order, 0) +
-					(aged ? 2 * auto_probe_records(order, 0) : 0);
+		learns = chunk_pages >= auto_round_room(order, 0, walk);
 		if (!learns)
 			right = !a.rounds && !a.streamed;
 		else if (flip == 4)
@@ -760,8 +757,7 @@ static void verify_auto_tiles(void)
 		auto_stream_first = auto_orders[so].stream_first;
 		auto_first_lead = auto_orders[so].first_lead;
 		auto_walk_rule = aged ? AUTO_WALK_AGED : walk_rule;
-		/* aged: a round also needs the lines its template pieces read ahead */
-		round = auto_round_records(order, idx) + (aged ? 2 * auto_probe_records(order, idx) : 0);
+		round = auto_round_room(order, idx, aged);
 		/* one page short of a round, a round exactly, a page more, four rounds */
 		nr = size == 0 ? round - unit : size == 1 ? round : size == 2 ? round + unit : 4 * round;
 		want_round = size && auto_probe_chunk(idx, 0);
