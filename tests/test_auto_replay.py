@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from meminit.bench import auto_replay, bench_render, bench_results, bench_stats, recorded_runs
+from meminit.bench import auto_replay, bench_render, bench_results, bench_stats, recorded_runs, replay_runs
 
 # every range learns: the charges of one range (the default remembers verdicts, memo 8)
 POLICY = auto_replay.Policy(memo=0)
@@ -189,10 +189,10 @@ def test_probes_judge_only_a_policy_whose_rounds_they_timed(tmp_path):
     sums = {"probe_tmpl_ns": 2000, "probe_stream_ns": 1000, "probe_records": 256}
     for logged in ({}, {"rounds_by_rep": rounds}):
         rows = [_row("template", [20] * 7), _row("movntdq", [10] * 7), _row("auto", [10] * 7, **sums, **logged)]
-        own = auto_replay.replay_rows(POLICY, rows, None, True)
+        own = replay_runs.replay_rows(POLICY, rows, None, True)
         assert [(c["source"], c["verdict"]) for c in own] == [("rounds" if logged else "probes", "MISS")]
-        other = auto_replay.replay_rows(POLICY, rows, None, False)
-        assert [(c["source"], c["verdict"]) for c in other] == [("other rounds", auto_replay.NOT_JUDGED)]
+        other = replay_runs.replay_rows(POLICY, rows, None, False)
+        assert [(c["source"], c["verdict"]) for c in other] == [("other rounds", replay_runs.NOT_JUDGED)]
         # its figures as assumed, as the report says: neither its sums nor its rounds used
         assert other[0]["mode"] == "template" and other[0]["ratio_best"] > 0.97
         for order, judged in (("lead-first", True), ("stream-first", False), ("lead-in, T, T, S, S", False),
@@ -206,7 +206,7 @@ def test_probes_judge_only_a_policy_whose_rounds_they_timed(tmp_path):
                 assert "not judged: 1 configurations of 1 runs" in text
     # a run without probes is still judged, as assumed
     plain = [_row("template", [20] * 7), _row("movntdq", [10] * 7)]
-    assert [c["source"] for c in auto_replay.replay_rows(POLICY, plain, None, False)] == ["assumed"]
+    assert [c["source"] for c in replay_runs.replay_rows(POLICY, plain, None, False)] == ["assumed"]
     # a summary keeps the order its run's options name, and each kind of run gives it back
     result = {"machine": {"cpu_model": "Test CPU"}, "date": "2026-11-28T00:00:00Z", "loadavg_start": "0",
               "loadavg_end": "0", "options": {"reps": 7, "auto_order": "lead-first"}, "summary": []}
@@ -224,7 +224,7 @@ def test_replay_judges_the_callers_states_not_the_per_chunk_read_back():
     samples = []
     for dest in ("cold", "walked", "readback"):
         samples += [{**s, "dest": dest} for s in _samples("template", [10] * 7) + _samples("movntdq", [12] * 7)]
-    cells = auto_replay.replay_rows(POLICY, bench_stats.summarize(samples))
+    cells = replay_runs.replay_rows(POLICY, bench_stats.summarize(samples))
     assert [c["dest"] for c in cells] == ["cold", "walked"]
 
 
@@ -441,3 +441,30 @@ def test_replay_of_logged_rounds_reproduces_what_the_sweep_streamed_on_one_threa
             assert sum(shares) / len(shares) == pytest.approx(row["streamed_share"], abs=1e-9), row
             checked += 1
     assert checked >= 30
+
+
+def test_walk_max_judges_a_walked_range_past_it_by_the_just_zeroed_rounds():
+    size, llc = 16 << 20, 32 << 20
+    rows = [{**_row("template", [10] * 7), "dest": "walked", "size": size},
+            {**_row("movntdq", [12] * 7), "dest": "walked", "size": size},
+            # the walked rounds read their pieces back (half the LLC) and chose template
+            {**_row("auto", [10] * 7, probe_tmpl_ns=1000, probe_stream_ns=2000, streamed_share=0.0),
+             "dest": "walked", "size": size},
+            # the just-zeroed range's rounds wrote without a read-back and found streaming faster
+            {**_row("auto", [12] * 7, probe_tmpl_ns=2000, probe_stream_ns=1000), "dest": "warm", "size": size}]
+    # patch 11 before 2026-11-28: read back within half the LLC, at every size
+    half_llc = auto_replay.Policy(memo=0, walk_max=0)
+    walked = [c for c in replay_runs.replay_rows(half_llc, rows, llc) if c["dest"] == "walked"]
+    assert [(c["mode"], c["source"], c["verdict"]) for c in walked] == [("template", "probes", "MISS")]
+    capped = POLICY
+    assert capped.walk_max == 4 << 20  # as patch 11
+    walked = [c for c in replay_runs.replay_rows(capped, rows, llc) if c["dest"] == "walked"]
+    assert [(c["mode"], c["source"], c["verdict"]) for c in walked] == [("streaming", "zeroed probes", "ok")]
+    # a range the sweep did not read back (past half the LLC), or whose LLC is unknown, or
+    # within the cap, keeps its own rounds
+    for policy, llc_bytes in ((capped, 16 << 20), (capped, None), (auto_replay.Policy(memo=0, walk_max=size), llc)):
+        walked = [c for c in replay_runs.replay_rows(policy, rows, llc_bytes) if c["dest"] == "walked"]
+        assert walked[0]["source"] == "probes" and walked[0]["mode"] == "template"
+    # without the just-zeroed range's auto the cell is assumed, not judged by the walked rounds
+    walked = [c for c in replay_runs.replay_rows(capped, rows[:3], llc) if c["dest"] == "walked"]
+    assert walked[0]["source"] == "zeroed assumed"

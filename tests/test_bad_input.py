@@ -35,6 +35,8 @@ MAY_BE_ZERO = {
     ("microbench", "--auto-memo"): "0 = every range learns, no remembered verdicts (before "
                                    "2026-11-27 evening), as the bench's --auto-memo 0",
     ("bench-results", "--memo"): "0 = the replay charges every range its rounds, as --auto-memo 0",
+    ("bench-results", "--walk-max"): "0 = no 4 MiB cap on the walk hint's read-back: half the LLC "
+                                     "only (before 2026-11-28), as the bench's --auto-walk-share llc",
     ("bench-results", "--family"): "a CPU family number as /proc/cpuinfo gives it",
     ("bench-results", "--model"): "a CPU model number as /proc/cpuinfo gives it: model 0 exists",
     ("maple-bench", "--gap-pages"): "0 = contiguous ranges, the default (--help)",

@@ -521,7 +521,7 @@ def test_run_mode_walked_destination_and_walk_share(bench_binary: Path):
     assert all(s["cpu_ns"] > 0 for s in fills if s["dest"] == "walked")
     bad = subprocess.run([str(bench_binary), "run", "--auto-walk-share", "half"],
                          capture_output=True, text=True, timeout=30)
-    assert bad.returncode != 0 and "unknown --auto-walk-share 'half' (full, llc, fraction, aged)" in bad.stderr
+    assert bad.returncode != 0 and "unknown --auto-walk-share 'half' (full, llc, fraction, aged, capped)" in bad.stderr
 
 
 def test_verify_passes_with_the_aged_walk_and_catches_an_ignored_hint(bench_binary: Path):
@@ -543,6 +543,9 @@ def test_auto_walk_share_reaches_the_bench():
     cmd = mb.bench_command(mb.option_values(mb.MicrobenchRequest(auto_sweep=True)), [], "4K", "fsdax",
                            auto_walk_share="llc")
     assert cmd[cmd.index("--auto-walk-share") + 1] == "llc"
+    # patch 11's rule by default
+    default = mb.bench_command(mb.option_values(mb.MicrobenchRequest(auto_sweep=True)), [], "4K", "fsdax")
+    assert default[default.index("--auto-walk-share") + 1] == "capped"
     assert "walked" in cmd[cmd.index("--dests") + 1].split(",")
     # the late rounds as patch 11 by default; 0 turns them off
     assert cmd[cmd.index("--auto-late-llcs") + 1] == "2"

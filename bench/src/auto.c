@@ -79,7 +79,7 @@ unsigned long auto_switch_margin_den = AUTO_SWITCH_MARGIN_DEN;
 size_t auto_llc_override;
 __thread int auto_timing_streaming;
 __thread unsigned long auto_timing_chunk;
-int auto_walk_rule = AUTO_WALK_LLC;	/* --auto-walk-share */
+int auto_walk_rule = AUTO_WALK_CAPPED;	/* --auto-walk-share */
 int auto_stream_first = 2;	/* --auto-order: lead-first, as patch 11 */
 int auto_first_lead;
 const struct auto_order auto_orders[] = {
@@ -299,8 +299,13 @@ unsigned long auto_walk_share(size_t bytes, size_t llc)
 {
 	unsigned long share;
 
-	if (!llc || bug == BUG_AUTO_WALK_SHARE || auto_walk_rule == AUTO_WALK_FULL ||
+	if (bug == BUG_AUTO_WALK_SHARE || auto_walk_rule == AUTO_WALK_FULL ||
 	    auto_walk_rule == AUTO_WALK_AGED)
+		return AUTO_WALK_SHARE_ONE;
+	if (auto_walk_rule == AUTO_WALK_CAPPED)
+		return bytes <= AUTO_WALK_MAX_BYTES && (!llc || bytes <= llc / 2) ?
+		       AUTO_WALK_SHARE_ONE : 0;
+	if (!llc)
 		return AUTO_WALK_SHARE_ONE;
 	if (auto_walk_rule == AUTO_WALK_LLC)
 		return bytes <= llc / 2 ? AUTO_WALK_SHARE_ONE : 0;

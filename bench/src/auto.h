@@ -64,15 +64,21 @@ extern __thread int auto_timing_streaming;
 extern __thread unsigned long auto_timing_chunk;
 /*
  * --auto-walk-share: what the walk hint counts of a piece's read-back: all of it
- * up to half the LLC and none, no read-back, past it (llc, patch 11); all of it
- * at every size (full, patch 11 until 2026-11-26); all of it up to the LLC and
- * LLC / range of it past it (fraction, until 2026-11-26 19:45); at every size,
- * each template piece charged a read of as many lines past the round instead of
- * its own read-back, zeroed as long ago as the walk will find template's, and
- * each streaming piece read back (aged, a candidate: docs/series.md, "The first
- * live sweeps on a Zen 3 VM")
+ * while the range fits in half the LLC and in AUTO_WALK_MAX_BYTES (or in the
+ * latter where the LLC is unknown), none, no read-back, past that (capped,
+ * patch 11's memmap_init_auto_walk_cached() since 2026-11-28: a guest may keep
+ * far less of the LLC than cacheinfo reports, and the callers that walk their
+ * memmap map at most 4 MiB of it at a time); the same without the 4 MiB cap
+ * and all of it where the LLC is unknown (llc, patch 11 from 2026-11-26 19:45
+ * to 2026-11-28); all of it at every size (full, patch 11 until 2026-11-26);
+ * all of it up to the LLC and LLC / range of it past it (fraction, until
+ * 2026-11-26 19:45); at every size, each template piece charged a read of as
+ * many lines past the round instead of its own read-back, zeroed as long ago
+ * as the walk will find template's, and each streaming piece read back (aged,
+ * a candidate: docs/series.md, "The first live sweeps on a Zen 3 VM")
  */
-enum { AUTO_WALK_FULL, AUTO_WALK_LLC, AUTO_WALK_FRACTION, AUTO_WALK_AGED };
+enum { AUTO_WALK_FULL, AUTO_WALK_LLC, AUTO_WALK_FRACTION, AUTO_WALK_AGED, AUTO_WALK_CAPPED };
+#define AUTO_WALK_MAX_BYTES (4UL << 20)
 extern int auto_walk_rule;
 /* --auto-order: the pairs of a round from this one on time their streaming
  * piece first, then the lead-in and the template piece (2: none, lead-first,
@@ -110,8 +116,9 @@ extern uint64_t auto_memo_age_ns;
 #define AUTO_MEMO_CLASSES 16
 #define AUTO_MEMO_SLOTS 66
 /* what the kernel knows of a range before its init: where the memmap lives
- * (cold: in an altmap; else DRAM, just allocated), the walk hint, compound
- * pages, more than one thread */
+ * (cold: in an altmap; else DRAM, just allocated), whether the rounds read
+ * their pieces back (the walk hint within its cap), compound pages, more
+ * than one thread */
 unsigned int auto_memo_class(int cold, int walked, unsigned int order, int threads);
 /* forget every remembered verdict */
 void auto_memo_reset(void);

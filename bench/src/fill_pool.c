@@ -280,10 +280,11 @@ uint64_t run_auto_fill(int pre, uint64_t (*clock)(void), int threads, struct pag
 	/*
 	 * A fill that is read back gives auto the hint that the memmap is walked
 	 * next.  As patch 11, the probes read each piece back only while the
-	 * range fits in half the LLC: a walk in PFN order after a larger range
-	 * misses on nearly every line, template's as streaming's, as the lines
-	 * it has not yet reached are the least recently used and go first, and
-	 * the LLC is shared and not a true LRU (--auto-walk-share).
+	 * range fits in half the LLC and in 4 MiB: a walk in PFN order after a
+	 * larger range misses on nearly every line, template's as streaming's,
+	 * as the lines it has not yet reached are the least recently used and
+	 * go first, the LLC is shared and not a true LRU, and a guest may keep
+	 * far less of it than cacheinfo reports (--auto-walk-share).
 	 */
 	if (do_readback) {
 		fns.walk_share = auto_walk_share(nr_pages * 64, llc);
@@ -295,7 +296,7 @@ uint64_t run_auto_fill(int pre, uint64_t (*clock)(void), int threads, struct pag
 	 * there keep template only if it is clearly faster.
 	 */
 	fns.late_chunk = auto_late_chunk(chunk_round(chunk_req_pages, order) * 64, llc);
-	fns.memo_class = auto_memo_class(prep == PREP_COLD, do_readback, order, threads);
+	fns.memo_class = auto_memo_class(prep == PREP_COLD, fns.walk != NULL, order, threads);
 	fns.memo_size_log2 = 63 - (unsigned int)__builtin_clzl(nr_pages * 64 | 1);
 	fns.several_threads = threads > 1;
 	learning = &fns;

@@ -166,8 +166,11 @@ int parse_opts(int argc, char **argv, struct opts *o)
 				auto_walk_rule = AUTO_WALK_FRACTION;
 			else if (!strcmp(optarg, "aged"))
 				auto_walk_rule = AUTO_WALK_AGED;
+			else if (!strcmp(optarg, "capped"))
+				auto_walk_rule = AUTO_WALK_CAPPED;
 			else
-				die("unknown --auto-walk-share '%s' (full, llc, fraction, aged)", optarg);
+				die("unknown --auto-walk-share '%s' (full, llc, fraction, aged, capped)",
+				    optarg);
 			break;
 		case 'P':
 			auto_probe_min = strtoul(optarg, NULL, 0);

@@ -800,30 +800,37 @@ static void verify_auto_tiles(void)
 static void verify_auto_walk_share(void)
 {
 	int rule = auto_walk_rule;
-	unsigned long aged, in_llc, half_llc, past_half, at_llc, four_llc, unknown;
-	char what[280];
+	unsigned long aged, in_llc, half_llc, past_half, at_llc, four_llc, unknown, unknown_cap;
+	unsigned long cap, past_cap;
+	char what[360];
 
 	/* aged reads ahead at every size */
 	auto_walk_rule = AUTO_WALK_AGED;
 	aged = auto_walk_share(32UL << 20, 8UL << 20);
 	/* the rest is patch 11's rule, whatever --auto-walk-share says */
-	auto_walk_rule = AUTO_WALK_LLC;
+	auto_walk_rule = AUTO_WALK_CAPPED;
 	in_llc = auto_walk_share(2UL << 20, 8UL << 20);
 	half_llc = auto_walk_share(4UL << 20, 8UL << 20);
 	past_half = auto_walk_share((4UL << 20) + 64, 8UL << 20);
 	at_llc = auto_walk_share(8UL << 20, 8UL << 20);
 	four_llc = auto_walk_share(32UL << 20, 8UL << 20);
+	/* within half a 32 MiB LLC: read back up to the cap only */
+	cap = auto_walk_share(AUTO_WALK_MAX_BYTES, 32UL << 20);
+	past_cap = auto_walk_share(AUTO_WALK_MAX_BYTES + 64, 32UL << 20);
+	unknown_cap = auto_walk_share(AUTO_WALK_MAX_BYTES, 0);
 	unknown = auto_walk_share(32UL << 20, 0);
 
 	auto_walk_rule = rule;
 	snprintf(what, sizeof(what), "auto walk share: range of a quarter of the LLC %lu, half %lu, "
-		 "one record more %lu, the LLC's size %lu, 4 x the LLC %lu, LLC unknown %lu, "
-		 "aged at 4 x the LLC %lu (want %d, %d, 0, 0, 0, %d, %d)", in_llc, half_llc,
-		 past_half, at_llc, four_llc, unknown, aged, AUTO_WALK_SHARE_ONE,
-		 AUTO_WALK_SHARE_ONE, AUTO_WALK_SHARE_ONE, AUTO_WALK_SHARE_ONE);
+		 "one record more %lu, the LLC's size %lu, 4 x the LLC %lu; of a 32 MiB LLC, %lu "
+		 "bytes %lu, one record more %lu; LLC unknown, %lu bytes %lu, 32 MiB %lu; aged at "
+		 "4 x the LLC %lu (want %d, %d, 0, 0, 0; %d, 0; %d, 0; %d)", in_llc, half_llc,
+		 past_half, at_llc, four_llc, AUTO_WALK_MAX_BYTES, cap, past_cap,
+		 AUTO_WALK_MAX_BYTES, unknown_cap, unknown, aged, AUTO_WALK_SHARE_ONE,
+		 AUTO_WALK_SHARE_ONE, AUTO_WALK_SHARE_ONE, AUTO_WALK_SHARE_ONE, AUTO_WALK_SHARE_ONE);
 	report(in_llc == AUTO_WALK_SHARE_ONE && half_llc == AUTO_WALK_SHARE_ONE && !past_half &&
-	       !at_llc && !four_llc && unknown == AUTO_WALK_SHARE_ONE &&
-	       aged == AUTO_WALK_SHARE_ONE, what);
+	       !at_llc && !four_llc && cap == AUTO_WALK_SHARE_ONE && !past_cap &&
+	       unknown_cap == AUTO_WALK_SHARE_ONE && !unknown && aged == AUTO_WALK_SHARE_ONE, what);
 }
 
 int cmd_verify(struct opts *o)

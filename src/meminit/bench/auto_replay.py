@@ -78,6 +78,9 @@ class Policy:
     # the order of a round's pieces (the bench's --auto-order): a run's probes judge the
     # policy only if its rounds timed the same pieces in the same order
     order: str = "lead-first"
+    # the walk hint's read-back stops at half the LLC and, if set, at walk_max bytes of memmap
+    # (patch 11's MEMMAP_AUTO_WALK_MAX since 2026-11-28; 0: half the LLC only, as before)
+    walk_max: int = 4 << 20
 
 
 def _round_up(n: int, unit: int) -> int:
@@ -353,44 +356,3 @@ def _logged_shares(policy: Policy, auto: dict | None, records: int, order: int, 
             return None
         shares[rep] = share
     return shares or None
-
-
-def configurations(rows: list[dict]) -> dict[tuple, dict]:
-    """A run's fill rows of the main section by (strategy, layout, dest, size, threads), the
-    chunked split where a case ran in both."""
-    idx: dict[tuple, dict] = {}
-    for r in rows:
-        if r.get("kind", "fill") != "fill" or r.get("section", "") not in ("", "main"):
-            continue
-        key = (r["strategy"], r["layout"], r["dest"], r["size"], r["threads"])
-        if key not in idx or r.get("split") == "chunked":
-            idx[key] = r
-    return idx
-
-
-# what auto's rows carry of its probes: their sums and every logged round
-PROBE_FIELDS = ("probe_tmpl_ns", "probe_stream_ns", "probe_records", "rounds_by_rep")
-NOT_JUDGED = "not judged"
-
-
-def replay_rows(policy: Policy, rows: list[dict], llc_bytes: int | None = None,
-                probes_usable: bool = True) -> list[dict]:
-    """Every configuration of a run's summary rows that has template and streaming (main section,
-    the chunked split where a case ran in both) in a destination state of the kernel's callers.
-    probes_usable False (the run's rounds timed other pieces or another order than the
-    policy's): a configuration whose auto kept probes is NOT_JUDGED, its figures as assumed."""
-    idx = {key: r for key, r in configurations(rows).items() if r["dest"] in JUDGED_DESTS}
-    out = []
-    for (strat, layout, dest, size, threads), t in idx.items():
-        if strat != "template" or layout not in ("o0", "o9"):
-            continue
-        s, auto = (idx.get((name, layout, dest, size, threads)) for name in (bench_stats.STREAMING, "auto"))
-        foreign = False
-        if not probes_usable and auto is not None and any(k in auto for k in PROBE_FIELDS):
-            foreign, auto = True, {k: v for k, v in auto.items() if k not in PROBE_FIELDS}
-        if s:
-            out.append(replay_cell(policy, t, s, auto, 0 if layout == "o0" else 9, llc_bytes))
-            if foreign:
-                out[-1].update(source="other rounds", verdict=NOT_JUDGED)
-    out.sort(key=lambda c: (c["layout"], bench_stats.dest_rank(c["dest"]), c["size"], c["threads"]))
-    return out

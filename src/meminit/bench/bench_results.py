@@ -15,7 +15,7 @@ import re
 import sys
 from pathlib import Path
 
-from meminit.bench import auto_replay, bench_render, bench_stats, recorded_runs
+from meminit.bench import auto_replay, bench_render, bench_stats, recorded_runs, replay_runs
 from meminit.core import paths, units
 from meminit.core.tables import render_table
 from meminit.core.errors import MeminitError
@@ -199,15 +199,15 @@ def readme_with_table(readme: str, table: str) -> str:
 def replay_report(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Policy) -> tuple[str, bool]:
     """Per recorded run: every configuration the replay judges, and its worst cell; whether
     every judged cell met the bar. The configurations of a run whose rounds timed another
-    order than the policy's are shown, not judged (auto_replay.NOT_JUDGED)."""
+    order than the policy's are shown, not judged (replay_runs.NOT_JUDGED)."""
     out, every = [], True
     aside_cells = aside_runs = 0
     for run in runs:
-        cells = auto_replay.replay_rows(policy, run.rows, run.llc_bytes, run.probes_judge(policy.order))
+        cells = replay_runs.replay_rows(policy, run.rows, run.llc_bytes, run.probes_judge(policy.order))
         if not cells:
             out.append(f"{run.name} ({run.cpu}): no configuration with template and {bench_stats.STREAMING}\n")
             continue
-        judged = [c for c in cells if c["verdict"] != auto_replay.NOT_JUDGED]
+        judged = [c for c in cells if c["verdict"] != replay_runs.NOT_JUDGED]
         misses = [c for c in judged if c["verdict"] == "MISS"]
         every &= not misses
         forced = sum(c["forced"] for c in misses)
@@ -251,7 +251,9 @@ def replay(policy: auto_replay.Policy, more_runs: list[Path], check: bool = Fals
     print(f"the learning auto replayed ({policy}) over {len(runs)} recorded runs: x best, x template "
           f"= median of per-repetition ratios (medians where a run kept none); from: the verdicts "
           f"from the sweep's logged rounds one by one, from its probes' sums, or assumed (the mode "
-          f"that won the range); other rounds: the sweep's rounds timed another order, not judged; live: the probes' sums tie, so the cell is the sweep's own auto "
+          f"that won the range); zeroed ...: a walked range the sweep's rounds read back where the "
+          f"policy's would not (--walk-max), judged by the rounds of the same run's just-zeroed range; "
+          f"other rounds: the sweep's rounds timed another order, not judged; live: the probes' sums tie, so the cell is the sweep's own auto "
           f"(the rule of its day), paired as the live bar pairs it; live S: the share the sweep's "
           f"own auto streamed; bar "
           f"{bench_stats.AUTO_BAR}; thr 2*: the kernel keeps a range that writes fewer than "

@@ -99,8 +99,9 @@ class MicrobenchRequest:
     clear_fault: str = "middle"
     auto_altmap_min: str | None = None
     auto_dram_min: str | None = None
-    # the learning auto's walk hint: "llc" (half the LLC, patch 11), "full" or "fraction" (before)
-    auto_walk_share: str = "llc"
+    # the learning auto's walk hint: "capped" (half the LLC and 4 MiB, patch 11), "llc", "full",
+    # "fraction" (before) or "aged" (a candidate)
+    auto_walk_share: str = "capped"
     # rounds this many LLCs into a range use the late margin (bench/src/auto.h AUTO_LATE_LLCS)
     auto_late_llcs: int = 2
     # the late rounds keep template only if its piece is 1/auto_late_margin faster (AUTO_LATE_MARGIN_DEN)
@@ -128,7 +129,7 @@ def option_values(req: MicrobenchRequest) -> dict:
 
 def bench_command(opts: dict, fault_kinds: list[str], movsb_block: str, pgmap_type: str,
                   auto_min: tuple[str | None, str | None] = (None, None),
-                  clear_fault: str = "middle", auto_walk_share: str = "llc",
+                  clear_fault: str = "middle", auto_walk_share: str = "capped",
                   auto_late_llcs: int = 2, auto_late_margin: int = 4,
                   auto_order: str = "lead-first", auto_memo: int = 8,
                   auto_switch_margin: int = 4) -> list[str]:

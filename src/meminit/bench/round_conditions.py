@@ -15,7 +15,7 @@ import math
 import statistics
 from collections import defaultdict
 
-from meminit.bench import auto_replay, bench_stats
+from meminit.bench import auto_replay, bench_stats, replay_runs
 from meminit.bench.recorded_runs import RecordedRun
 from meminit.core import units
 
@@ -27,7 +27,7 @@ def by_condition(policy: auto_replay.Policy, run: RecordedRun) -> list[dict]:
     yet, template, streaming) the rounds, the geometric mean of template's over streaming's
     faster piece and the share of rounds whose verdict was streaming (the policy's rules, late
     rounds included), beside the range's own template over streaming time."""
-    idx = auto_replay.configurations(run.rows)
+    idx = replay_runs.configurations(run.rows)
     out = []
     for (strategy, layout, dest, size, threads), row in idx.items():
         if strategy != "auto" or not row.get("rounds_by_rep"):

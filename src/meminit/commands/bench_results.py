@@ -13,11 +13,13 @@ def _cmd_bench_results(args: argparse.Namespace) -> int:
     if args.action == "replay":
         return bench_results.replay(auto_replay.Policy(probe=args.probe, lead=args.lead,
                                                        late_llcs=args.late_llcs, memo=args.memo,
-                                                       switch_margin_den=args.switch_margin),
+                                                       switch_margin_den=args.switch_margin,
+                                                       walk_max=args.walk_max),
                                     [Path(r) for r in args.run], args.check)
     if args.action == "rounds":
         print(round_conditions.report(auto_replay.Policy(late_llcs=args.late_llcs,
-                                                         switch_margin_den=args.switch_margin),
+                                                         switch_margin_den=args.switch_margin,
+                                                       walk_max=args.walk_max),
                                       recorded_runs.recorded_runs([Path(r) for r in args.run])), end="")
         return 0
     if args.action == "add":
@@ -66,5 +68,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "kind and size, in bursts of ranges as the sweep runs them (64 MiB of struct "
                         "pages per sample) (default %(default)s, as patch 11; 0: every range learns, "
                         "as before 2026-11-27)")
+    p.add_argument("--walk-max", type=options.size(minimum=0), default=auto_replay.Policy.walk_max,
+                   help="replay: the walk hint's read-back stops at this much memmap as well as at half "
+                        "the LLC (default 4M, as patch 11 since 2026-11-28; 0: half the LLC only, as "
+                        "before); walked ranges the sweep read back past it are judged by the rounds of "
+                        "the same run's just-zeroed range")
     p.add_argument("--write", action="store_true", help="table: write the table into bench/RESULTS.md")
     p.set_defaults(func=_cmd_bench_results, usage_error=p.error)

@@ -84,16 +84,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="replicated block for rep movsb, order 0, at least 64 (default 4K)")
     p.add_argument("--pgmap-type", default=d.pgmap_type, choices=["fsdax", "private", "coherent", "generic"],
                    help="dev_pagemap type (sets the head refcount: 0 for private/coherent)")
-    p.add_argument("--auto-walk-share", default=d.auto_walk_share, choices=["full", "llc", "fraction", "aged"],
+    p.add_argument("--auto-walk-share", default=d.auto_walk_share,
+                   choices=["capped", "llc", "full", "fraction", "aged"],
                    help="what the learning auto's walk hint (walked, readback) counts of each probe "
-                        "piece's read-back: llc, all of it while the range fits in half the LLC and "
-                        "none past that, as a walk after the whole range then misses in both modes "
-                        "(patch 11); full, all of it (patch 11 until 2026-11-26); fraction, LLC / "
-                        "range of it past the LLC (until 2026-11-26 19:45); aged, at every size each template "
-                        "piece charged a read of as many lines past the round instead of its own "
-                        "read-back, zeroed as long ago as the walk will find template's, and each "
-                        "streaming piece read back (a candidate, 2026-11-28) "
-                        "(default llc)")
+                        "piece's read-back: capped, all of it while the range fits in half the LLC and "
+                        "in 4 MiB, none past that, as a walk after the whole range then misses in both "
+                        "modes (patch 11); llc, the same without the 4 MiB cap (patch 11 until "
+                        "2026-11-28); full, all of it (patch 11 until 2026-11-26); fraction, LLC / "
+                        "range of it past the LLC (until 2026-11-26 19:45); aged, at every size each "
+                        "template piece charged a read of as many lines past the round instead of its "
+                        "own read-back, zeroed as long ago as the walk will find template's, and each "
+                        "streaming piece read back (a candidate, 2026-11-28) (default capped)")
     p.add_argument("--auto-late-llcs", type=options.integer(0, 64, note="0: none"),
                    default=d.auto_late_llcs,
                    help="the learning auto's rounds in chunks that start this many LLCs into the "

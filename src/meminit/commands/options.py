@@ -130,7 +130,9 @@ def size(multiple: int = 1, minimum: int = 1) -> OptionType:
         accepts = f"a size that is a positive multiple of {units.format_size(multiple)}"
     if minimum > 1:
         accepts += f", at least {units.format_size(minimum)}"
-    return OptionType("size", accepts, lambda text: units.parse_size(text, max(minimum, 1)),
+    if minimum == 0:
+        accepts += ", or 0"
+    return OptionType("size", accepts, lambda text: units.parse_size(text, minimum),
                       lambda n: n % multiple == 0)
 
 
