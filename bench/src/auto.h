@@ -67,10 +67,10 @@ extern __thread unsigned long auto_timing_chunk;
  * while the range fits in half the LLC and in AUTO_WALK_MAX_BYTES (or in the
  * latter where the LLC is unknown), none, no read-back, past that (capped,
  * patch 11's memmap_init_auto_walk_cached() since 2026-11-28: a guest may keep
- * far less of the LLC than cacheinfo reports, and the callers that walk their
- * memmap map at most 4 MiB of it at a time); the same without the 4 MiB cap
- * and all of it where the LLC is unknown (llc, patch 11 from 2026-11-26 19:45
- * to 2026-11-28); all of it at every size (full, patch 11 until 2026-11-26);
+ * far less of the LLC than cacheinfo reports, and test_hmm, the one owner that
+ * sets the kernel's walk flag, maps 4 MiB of it at a time); the same without
+ * the 4 MiB cap and all of it where the LLC is unknown (llc, patch 11 from
+ * 2026-11-26 19:45 to 2026-11-28); all of it at every size (full, patch 11 until 2026-11-26);
  * all of it up to the LLC and LLC / range of it past it (fraction, until
  * 2026-11-26 19:45); at every size, each template piece charged a read of as
  * many lines past the round instead of its own read-back, zeroed as long ago
