@@ -107,20 +107,28 @@ def tiny_series(tmp_path, monkeypatch) -> dict:
         (tree / "mm" / f"{name}.c").write_text(f"int {name};\nint {name}2;\n")
         subprocess.run(["git", "-C", str(tree), "add", "-A"], check=True)
         subprocess.run(["git", "-C", str(tree), *ident, "commit", "-q", "-m", f"mm: add {name}"], check=True)
-    state: dict = {"made": [], "w1_output": {}, "fail_build": None, "checkpatch": []}
+    state: dict = {"made": [], "w1_output": {}, "fail_build": None, "checkpatch": [],
+                   "reconfigured": [], "found": []}
     monkeypatch.setattr(source, "prepare_trees", lambda *a, **k: source.Trees(series=tree, base=tmp_path / "base"))
     monkeypatch.setattr(source, "read_series", lambda *a: [Path("0001-a.patch"), Path("0002-b.patch")])
     monkeypatch.setattr(checks, "checkpatch", lambda t, patches: list(state["checkpatch"]))
     monkeypatch.setattr(build, "kernel_for", lambda v, trees: build.Kernel(v, tree, tmp_path / "out"))
     monkeypatch.setattr(kconfig, "configure", lambda src, out, frags: (out.mkdir(exist_ok=True),
                                                                       (out / ".config").write_text("C=y\n")))
-    monkeypatch.setattr(kconfig, "reconfigure", lambda src, out, text: None)
+    monkeypatch.setattr(kconfig, "reconfigure", lambda src, out, text: state["reconfigured"].append(
+        source.git(tree, "log", "-1", "--format=%s").strip()))
     monkeypatch.setattr(kconfig, "forget_configuration", lambda out: None)
 
     def make(kernel: build.Kernel, cmd: list[str], log: Path, what: str) -> float:
         subject = source.git(tree, "log", "-1", "--format=%s").strip()
         w1 = "W=1" in cmd
-        state["made"].append((subject, "W=1" if w1 else "full", [c for c in cmd if c.endswith(".o")]))
+        objects = [c for c in cmd if c.endswith(".o")]
+        state["made"].append((subject, "W=1" if w1 else "full", objects))
+        # which goals were already there (kbuild would decide whether to compile them)
+        state["found"].append((subject, [o for o in objects if (kernel.out / o).exists()]))
+        for obj in objects:
+            (kernel.out / obj).parent.mkdir(parents=True, exist_ok=True)
+            (kernel.out / obj).touch()
         index = int(what.split("prefix ")[1].split("/")[0])
         log.write_text(state["w1_output"].get(index, "") if w1 else "")
         if state["fail_build"] == index and not w1:
@@ -144,6 +152,29 @@ def test_check_series_touched_only_builds_the_last_prefix_alone(tiny_series):
     checks.check_series(jobs=2, touched_only=True)
     assert [(s, kind) for s, kind, _ in tiny_series["made"]] == [
         ("mm: add a", "W=1"), ("mm: add b", "W=1"), ("mm: add b", "full")]
+
+
+def test_check_series_leaves_an_object_compiled_earlier_in_the_check_to_kbuild(tiny_series):
+    """mm/a.o, left by an earlier check, is removed before prefix 1 compiles it; at prefix 2
+    the a.o that prefix 1 compiled stays, for kbuild to compile again only if its input
+    changed, and the new mm/b.o is compiled."""
+    out = tiny_series["tree"].parent / "out"
+    (out / "mm").mkdir(parents=True)
+    (out / "mm" / "a.o").touch()
+    checks.check_series(jobs=2, touched_only=True)
+    assert tiny_series["found"] == [("mm: add a", []), ("mm: add b", ["mm/a.o"]),
+                                    ("mm: add b", [])]
+
+
+def test_check_series_configures_again_only_where_a_prefix_changes_a_kconfig_file(tiny_series):
+    tree = tiny_series["tree"]
+    for name, path in (("c", "mm/c.c"), ("d", "mm/Kconfig.debug"), ("e", "mm/e.c")):
+        (tree / path).write_text(f"{name}\n")
+        subprocess.run(["git", "-C", str(tree), "add", "-A"], check=True)
+        subprocess.run(["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t",
+                        "commit", "-q", "-m", f"mm: add {name}"], check=True)
+    checks.check_series(jobs=2, touched_only=True)
+    assert tiny_series["reconfigured"] == ["mm: add a", "mm: add d"]
 
 
 def test_check_series_fails_on_a_warning_at_an_added_line_only(tiny_series):

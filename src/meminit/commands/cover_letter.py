@@ -117,8 +117,8 @@ def how_tested(linux: Linux = kernels.DEFAULT) -> str:
         "PROVE_LOCKING, PREEMPT full, DEBUG_PAGE_REF, 2 NUMA nodes with the pmem on the node "
         "without CPUs; a fast-path case that skips there fails the run. Before a submission: "
         f"booted again with preempt={linux.other_preempt}.",
-        f"Every CI run: KUnit through kunit.py on {targets[True]}."
-        + (f" By hand: {'; '.join(by_hand)}." if by_hand else ""),
+        f"{'Every CI run' if linux.ci_kunit else 'Before a submission'}: KUnit through kunit.py "
+        f"on {targets[True]}." + (f" By hand: {'; '.join(by_hand)}." if by_hand else ""),
         "Every CI run: struct pages hashed after fsdax map=dev rebinds on two threads in every "
         "mode (slow, template, streaming, auto) and compared (before a submission under "
         f"preempt={linux.other_preempt} too).",

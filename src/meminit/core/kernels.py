@@ -44,6 +44,9 @@ class Linux:
     # the long guests of `meminit test --long` ported to this kernel (of LONG_GUESTS; the
     # package guests follow `package`, which serves the LTS): the others skip, saying so
     long_guests: tuple[str, ...] = ()
+    # whether .ci/run runs check-configs' kunit group (arm64) for this kernel: a cold CI is
+    # CPU-bound on 2 CPUs and has room for one such kernel build (docs/test.md)
+    ci_kunit: bool = True
 
     @property
     def source_package(self) -> str:
@@ -95,7 +98,7 @@ class Linux:
 LTS = Linux("6.12", base_date="2024-11-17T00:00:00Z", mail_prefix="RFC PATCH", long_guests=LONG_GUESTS)
 # Debian's first 7.3 upload (7.3.1-1~exp1) is of 2026-11-01
 MAINLINE = Linux("7.3", base_date="2026-11-01T00:00:00Z", suite="trixie-backports", work_suffix="-7.3",
-                 other_preempt="lazy", long_guests=("soak", "selftests"))
+                 other_preempt="lazy", long_guests=("soak", "selftests"), ci_kunit=False)
 KERNELS = {k.version: k for k in (LTS, MAINLINE)}
 DEFAULT = LTS
 

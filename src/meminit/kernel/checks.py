@@ -7,6 +7,8 @@ incremental, ccache-backed build, and the last one leaves the test command's ker
 A prefix that changes a widely included header (string.h, mm.h, highmem.h) rebuilds most
 of the kernel, so a full check costs about one full build per header state; --touched-only
 (CI) compiles only the touched files of the earlier prefixes and builds the last one fully.
+A touched file compiles with W=1 at the first prefix that touches it and again wherever
+its input changes (kbuild decides); olddefconfig runs where a prefix changes a Kconfig file.
 """
 
 from __future__ import annotations
@@ -86,6 +88,15 @@ def touched_objects(tree: Path, rev_range: str) -> list[str]:
                   if p.endswith((".c", ".S")) and (tree / p).exists())
 
 
+def kconfig_changed(tree: Path, old: str, new: str) -> bool:
+    """Whether a Kconfig file (Kconfig, Kconfig.debug, ...) differs between two commits."""
+    changed = source.git(tree, "diff", "--name-only", old, new).split()
+    return any(Path(p).name.startswith("Kconfig") for p in changed)
+
+
+# kbuild's line for each object it compiles: "  CC      mm/mm_init.o" (AS for assembler)
+_COMPILED = re.compile(r"^  (?:CC|AS)\s+(?:\[M\]\s+)?(\S+\.o)$", re.MULTILINE)
+
 _TWICE_REACHED = re.compile(r"^arch/[^/]+/lib/")
 
 
@@ -122,16 +133,20 @@ def check_series(jobs: int | None = None, touched_only: bool = False,
     head = source.git(tree, "rev-parse", "HEAD").strip()
     commits = source.git(tree, "rev-list", "--reverse", f"{source.BASE_TAG}..HEAD").split()
     warnings: list[str] = []
+    compiled: set[str] = set()
     try:
         for index, commit in enumerate(commits, 1):
             subject = source.git(tree, "log", "-1", "--format=%s", commit).strip()
+            previous = source.git(tree, "rev-parse", "HEAD").strip()
             source.git(tree, "checkout", "-q", "--detach", commit)
             what = f"prefix {index}/{len(commits)} ({subject})"
             # Start each prefix from the whole series' config: olddefconfig at an earlier
             # prefix drops the symbols it does not know yet, and they must come back with
-            # the patch that adds them.
-            kconfig.reconfigure(kernel.src, kernel.out, full_config)
-            warnings += _w1_touched(kernel, commit, index, what, jobs)
+            # the patch that adds them. Where the prefix changes no Kconfig file, olddefconfig
+            # would give the previous prefix's config again.
+            if index == 1 or kconfig_changed(tree, previous, commit):
+                kconfig.reconfigure(kernel.src, kernel.out, full_config)
+            warnings += _w1_touched(kernel, commit, index, what, jobs, compiled)
             if not touched_only or index == len(commits):
                 print(f"meminit: building {what}", file=sys.stderr, flush=True)
                 build.run_make(kernel, build.make_command(kernel, jobs or 2, ["bzImage", "modules"]),
@@ -150,14 +165,23 @@ def check_series(jobs: int | None = None, touched_only: bool = False,
 
 
 def _w1_touched(kernel: build.Kernel, commit: str, index: int, what: str,
-                jobs: int | None) -> list[str]:
-    """Recompile, with W=1, the files the series changed up to commit; its new warnings."""
+                jobs: int | None, compiled: set[str]) -> list[str]:
+    """Compile, with W=1, the files the series changed up to commit; its new warnings.
+
+    `compiled` holds the objects an earlier prefix of this check compiled with W=1. Those
+    are left to kbuild, which compiles an object again when its source, a header it
+    includes, a config symbol it uses or its command line (W=1 is part of it) changed:
+    an object it keeps is the one an earlier prefix compiled from the same input, whose
+    warnings that prefix counted (the added lines of an unchanged file are unchanged too).
+    An object new to this check is removed first, so that it compiles here even if an
+    earlier check left it compiled with W=1 from the same input."""
     rev_range = f"{source.BASE_TAG}..{commit}"
     objects = touched_objects(kernel.src, rev_range)
     if not objects:
         return []
-    for obj in objects:  # W=1 on an unchanged object would not recompile it
-        (kernel.out / obj).unlink(missing_ok=True)
+    for obj in objects:
+        if obj not in compiled:
+            (kernel.out / obj).unlink(missing_ok=True)
     log = kernel.out / f"check-prefix-{index}-w1.log"
     output = ""
     for batch, batch_jobs in w1_batches(objects, jobs or 2):
@@ -165,7 +189,11 @@ def _w1_touched(kernel: build.Kernel, commit: str, index: int, what: str,
                        f"W=1 compile of {len(batch)} touched files, {what}")
         output += log.read_text()
     log.write_text(output)
+    compiled.update(objects)
+    recompiled = sorted(set(_COMPILED.findall(output)) & set(objects))
     warnings = new_warnings(output, added_lines(kernel.src, rev_range))
-    print(f"meminit: {what}: W=1 on {', '.join(objects)}: {len(warnings)} warnings on added lines",
+    kept = "" if len(recompiled) == len(objects) else \
+        f" ({len(recompiled)} compiled, the others' input unchanged since an earlier prefix)"
+    print(f"meminit: {what}: W=1 on {', '.join(objects)}{kept}: {len(warnings)} warnings on added lines",
           file=sys.stderr, flush=True)
     return [f"{what}: {w}" for w in warnings]
