@@ -3,11 +3,13 @@ and check-series walking the prefixes of a tiny series with make and checkpatch 
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import re
 import stat
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -41,6 +43,7 @@ touch {tmp_path}/probe-$pkg
 """)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setattr(deps, "_updated", False)
+    monkeypatch.setattr(paths, "WORK", tmp_path / "work")
     return calls
 
 
@@ -55,6 +58,20 @@ def test_ensure_installs_only_what_is_missing_and_updates_once(fake_apt, tmp_pat
         "install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 one",
         "install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 two"]
     assert (tmp_path / "probe-one").exists() and (tmp_path / "probe-two").exists()
+
+
+def test_ensure_waits_for_another_meminit_installing_then_finds_its_packages(fake_apt, tmp_path, capsys):
+    (tmp_path / "work").mkdir()
+    with open(tmp_path / "work" / deps.INSTALL_LOCK, "w") as other:
+        fcntl.flock(other, fcntl.LOCK_EX)
+        second = threading.Thread(target=deps.ensure, args=({"one": str(tmp_path / "probe-one")},))
+        second.start()
+        second.join(0.5)
+        assert second.is_alive() and not fake_apt.exists()
+        (tmp_path / "probe-one").touch()   # what the other command installed
+    second.join(5)
+    assert not second.is_alive() and not fake_apt.exists()
+    assert "waiting for another meminit command of this checkout" in capsys.readouterr().err
 
 
 def test_ensure_names_the_package_apt_could_not_install(fake_apt, tmp_path):

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pwd
 import shutil
 import sys
 from pathlib import Path
 
-from meminit.core import proc
+from meminit.core import paths, proc
 from meminit.core.errors import MeminitError
 
 # Debian package -> a file it installs, to test for presence without dpkg races.
@@ -58,14 +59,33 @@ _updated = False
 LOCK_WAIT = ["-o", "DPkg::Lock::Timeout=600"]
 
 
+# Two meminit commands of one checkout that install at once (CI runs one beside another)
+# take turns: apt-get update does not wait for another's lock on apt's lists, it fails.
+INSTALL_LOCK = "apt-install.lock"
+
+
 def ensure(packages: dict[str, str]) -> None:
     """Install the packages whose probe file is missing; fail naming the package."""
+    if not missing(packages):
+        return
+    if shutil.which("apt-get") is None:
+        raise MeminitError(f"missing packages {' '.join(missing(packages))} and no apt-get to install them")
+    paths.WORK.mkdir(parents=True, exist_ok=True)
+    with open(paths.WORK / INSTALL_LOCK, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print("meminit: waiting for another meminit command of this checkout to finish "
+                  "installing packages", file=sys.stderr, flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        _install(packages)   # the lock goes with the file
+
+
+def _install(packages: dict[str, str]) -> None:
     global _updated
     todo = missing(packages)
     if not todo:
         return
-    if shutil.which("apt-get") is None:
-        raise MeminitError(f"missing packages {' '.join(todo)} and no apt-get to install them")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     if not _updated:
         print("meminit: apt-get update", file=sys.stderr, flush=True)
