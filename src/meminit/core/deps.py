@@ -66,10 +66,11 @@ INSTALL_LOCK = "apt-install.lock"
 
 def ensure(packages: dict[str, str]) -> None:
     """Install the packages whose probe file is missing; fail naming the package."""
-    if not missing(packages):
+    todo = missing(packages)
+    if not todo:
         return
     if shutil.which("apt-get") is None:
-        raise MeminitError(f"missing packages {' '.join(missing(packages))} and no apt-get to install them")
+        raise MeminitError(f"missing packages {' '.join(todo)} and no apt-get to install them")
     paths.WORK.mkdir(parents=True, exist_ok=True)
     with open(paths.WORK / INSTALL_LOCK, "w") as lock:
         try:
@@ -83,7 +84,7 @@ def ensure(packages: dict[str, str]) -> None:
 
 def _install(packages: dict[str, str]) -> None:
     global _updated
-    todo = missing(packages)
+    todo = missing(packages)   # again: what another command installed meanwhile is there
     if not todo:
         return
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")

@@ -137,14 +137,13 @@ def check_series(jobs: int | None = None, touched_only: bool = False,
     try:
         for index, commit in enumerate(commits, 1):
             subject = source.git(tree, "log", "-1", "--format=%s", commit).strip()
-            previous = source.git(tree, "rev-parse", "HEAD").strip()
             source.git(tree, "checkout", "-q", "--detach", commit)
             what = f"prefix {index}/{len(commits)} ({subject})"
             # Start each prefix from the whole series' config: olddefconfig at an earlier
             # prefix drops the symbols it does not know yet, and they must come back with
             # the patch that adds them. Where the prefix changes no Kconfig file, olddefconfig
             # would give the previous prefix's config again.
-            if index == 1 or kconfig_changed(tree, previous, commit):
+            if index == 1 or kconfig_changed(tree, commits[index - 2], commit):
                 kconfig.reconfigure(kernel.src, kernel.out, full_config)
             warnings += _w1_touched(kernel, commit, index, what, jobs, compiled)
             if not touched_only or index == len(commits):
@@ -190,10 +189,10 @@ def _w1_touched(kernel: build.Kernel, commit: str, index: int, what: str,
         output += log.read_text()
     log.write_text(output)
     compiled.update(objects)
-    recompiled = sorted(set(_COMPILED.findall(output)) & set(objects))
+    recompiled = len(set(_COMPILED.findall(output)) & set(objects))
     warnings = new_warnings(output, added_lines(kernel.src, rev_range))
-    kept = "" if len(recompiled) == len(objects) else \
-        f" ({len(recompiled)} compiled, the others' input unchanged since an earlier prefix)"
+    kept = "" if recompiled == len(objects) else \
+        f" ({recompiled} compiled, the others' input unchanged since an earlier prefix)"
     print(f"meminit: {what}: W=1 on {', '.join(objects)}{kept}: {len(warnings)} warnings on added lines",
           file=sys.stderr, flush=True)
     return [f"{what}: {w}" for w in warnings]
