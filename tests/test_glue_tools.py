@@ -230,8 +230,11 @@ def test_a_kernel_from_another_suite_is_fetched_through_a_private_apt_list(tmp_p
 case "$*" in *" download "*) cp {deb} ./{linux.source_package}_7.3.4-1~bpo13+1_all.deb ;; esac
 """)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr(deps, "ensure", lambda packages: None)
+    asked: dict[str, str] = {}
+    monkeypatch.setattr(deps, "ensure", asked.update)
     assert source.source_version(linux) == "1"   # made_deb's version
+    # the build tools, and not the LTS's source package, which 7.3 never unpacks
+    assert "make" in " ".join(asked.values()) and not [p for p in asked if p.startswith("linux-source")]
     assert linux.tarball == tmp_path / "work/sources/7.3/usr/src/linux-source-7.3.tar.xz"
     assert linux.tarball.exists()
     update, download = calls.read_text().splitlines()

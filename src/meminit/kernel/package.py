@@ -125,7 +125,8 @@ def changelog_entry(first_line: str, trailer: str, source_version: str, commit: 
 
 def preflight(config: PackageConfig) -> None:
     """Say before building what would stop the build: packages, config file, disk space."""
-    needed = {**deps.KERNEL_BUILD, **PACKAGING}
+    # the package is of the LTS, whose source package the machine's apt sources install
+    needed = {**deps.KERNEL_BUILD, **PACKAGING, kernels.LTS.source_package: str(kernels.LTS.tarball)}
     if config.name == "debian":
         needed[compile_checks.config_package(kernels.LTS)] = str(compile_checks.debian_config_path(kernels.LTS))
     deps.ensure(needed)
