@@ -92,12 +92,14 @@ def test_run_make_logs_counts_and_times_a_build(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(build, "PROGRESS_EVERY_S", 0)
     kernel = build.Kernel("series", tmp_path, tmp_path / "out")
     log = tmp_path / "build.log"
-    elapsed = build.run_make(kernel, ["sh", "-c", "echo '  CC mm/a.o'; echo '  AS x.o'; echo '  LD v'"],
-                             log, "build series")
+    elapsed = build.run_make(kernel, ["sh", "-c", "echo '  CC mm/a.o'; echo '  AS x.o'; "
+                                      "echo '  CC [M]  lib/m.o'; echo '  LD v'"], log, "build series")
     assert elapsed >= 0
-    assert log.read_text() == "  CC mm/a.o\n  AS x.o\n  LD v\n"
+    assert log.read_text() == "  CC mm/a.o\n  AS x.o\n  CC [M]  lib/m.o\n  LD v\n"
     progress = [line for line in capsys.readouterr().err.splitlines() if "files compiled" in line]
-    assert progress[-1].startswith("meminit: build series: 2 files compiled")   # CC and AS, not LD
+    # CC, AS and a module's CC, not LD: the lines check-series names objects by
+    assert progress[-1].startswith("meminit: build series: 3 files compiled")
+    assert build.KBUILD_COMPILED.findall(log.read_text()) == ["mm/a.o", "x.o", "lib/m.o"]
 
 
 def test_run_make_failure_shows_the_tail_and_the_log(tmp_path):

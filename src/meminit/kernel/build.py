@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -67,6 +68,10 @@ def ccache_env() -> dict[str, str]:
     clone missed every object of the debug kernels (2026-11-26, ccache 4.7)."""
     return {"CCACHE_DIR": str(paths.CCACHE_DIR), "CCACHE_BASEDIR": str(paths.REPO), "CCACHE_NOHASHDIR": "1"}
 
+# kbuild's line for each object it compiles: "  CC      mm/mm_init.o" (AS for assembler, [M] in
+# a module); run_make() counts them for its progress line, check-series names them
+KBUILD_COMPILED = re.compile(r"^  (?:CC|AS)\s+(?:\[M\]\s+)?(\S+\.o)$", re.MULTILINE)
+
 
 def run_make(kernel: Kernel, cmd: list[str], log: Path, what: str, env: dict[str, str] | None = None,
              cwd: Path | None = None) -> float:
@@ -82,7 +87,7 @@ def run_make(kernel: Kernel, cmd: list[str], log: Path, what: str, env: dict[str
 
     def progress(line: str) -> None:
         nonlocal compiled, last_report
-        if line.startswith("  CC ") or line.startswith("  AS "):
+        if KBUILD_COMPILED.match(line.rstrip("\n")):
             compiled += 1
         now = time.monotonic()
         if now - last_report >= PROGRESS_EVERY_S:

@@ -94,9 +94,6 @@ def kconfig_changed(tree: Path, old: str, new: str) -> bool:
     return any(Path(p).name.startswith("Kconfig") for p in changed)
 
 
-# kbuild's line for each object it compiles: "  CC      mm/mm_init.o" (AS for assembler)
-_COMPILED = re.compile(r"^  (?:CC|AS)\s+(?:\[M\]\s+)?(\S+\.o)$", re.MULTILINE)
-
 _TWICE_REACHED = re.compile(r"^arch/[^/]+/lib/")
 
 
@@ -189,7 +186,7 @@ def _w1_touched(kernel: build.Kernel, commit: str, index: int, what: str,
         output += log.read_text()
     log.write_text(output)
     compiled.update(objects)
-    recompiled = len(set(_COMPILED.findall(output)) & set(objects))
+    recompiled = len(set(build.KBUILD_COMPILED.findall(output)) & set(objects))
     warnings = new_warnings(output, added_lines(kernel.src, rev_range))
     kept = "" if recompiled == len(objects) else \
         f" ({recompiled} compiled, the others' input unchanged since an earlier prefix)"
