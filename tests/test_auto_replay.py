@@ -311,7 +311,7 @@ def test_logged_rounds_are_kept_per_repetition_only_when_complete():
     assert [r[:6] for r in bench_stats.parse_rounds(logged[0]["probe_rounds"])] == \
         [(0, 9, 1, 2, 0, 0), (2, 9, 3, 1, 3, 1)]
     # since 2026-11-27 21:57 UTC the fill and the verdict the round began under follow
-    assert bench_stats.parse_rounds("4:9:3:1:3:1:2:0") == [(4, 9, 3, 1, 3, 1, 2, 0)]
+    assert bench_stats.parse_rounds("4:9:3:1:3:1:2:0") == [(4, 9, 3, 1, 3, 1, 2, 0, None, None)]
     assert bench_stats.parse_rounds("0:9:3:1:3:1:0:-1")[0].before == -1
     with pytest.raises(ValueError):
         bench_stats.parse_rounds("4:9:3:1:3:1:2:2")
@@ -468,3 +468,37 @@ def test_walk_max_judges_a_walked_range_past_it_by_the_just_zeroed_rounds():
     # without the just-zeroed range's auto the cell is assumed, not judged by the walked rounds
     walked = [c for c in replay_runs.replay_rows(capped, rows[:3], llc) if c["dest"] == "walked"]
     assert walked[0]["source"] == "zeroed assumed"
+
+
+def test_spans_settle_a_tie_and_are_charged_in_both_modes():
+    # 4 MiB of order-0 struct pages on one thread: one round (chunk 0), spans of 4096
+    policy, records, span = auto_replay.Policy(memo=0, span=4096), 65536, 4096
+    tie = (0, 900, 100, 100, 100, 95)  # streaming ahead by 5 %: within a quarter
+    assert auto_replay.streamed_by_rounds(POLICY, records, 0, 1, None, [tie]) == \
+        pytest.approx(1 - (2 * (256 + 256)) / records)
+    # the spans the sweep logged say template: the rest of the range goes template
+    logged = tie + (0, -1, 1400, 1500)
+    assert auto_replay.streamed_by_rounds(policy, records, 0, 1, None, [logged]) == \
+        pytest.approx((2 * 256 + span) / records)
+    # no spans logged: the repetition's own ranges decide; without them nothing can
+    assert auto_replay.streamed_by_rounds(policy, records, 0, 1, None, [tie], range_streams=False) == \
+        pytest.approx((2 * 256 + span) / records)
+    assert auto_replay.streamed_by_rounds(policy, records, 0, 1, None, [tie], range_streams=True) == \
+        pytest.approx(1 - (2 * (256 + 256) + span) / records)
+    assert auto_replay.streamed_by_rounds(policy, records, 0, 1, None, [tie]) is None
+    # pieces a quarter apart, an early end, a late round: no spans
+    for rnd, late in (((0, 900, 100, 100, 100, 74), None), ((0, 900, 100, 300, 0, 0), None), (tie, 0)):
+        assert auto_replay.streamed_by_rounds(policy, records, 0, 1, late, [rnd]) == \
+            auto_replay.streamed_by_rounds(POLICY, records, 0, 1, late, [rnd])
+    # a chunk with no room for both spans after the round times none
+    small = auto_replay.Policy(memo=0, span=32768)
+    assert auto_replay.streamed_by_rounds(small, records, 0, 1, None, [tie]) == \
+        auto_replay.streamed_by_rounds(POLICY, records, 0, 1, None, [tie])
+
+
+def test_parse_rounds_reads_the_spans():
+    rnd = bench_stats.parse_rounds("0:9:3:1:3:1:2:-1:40:20")[0]
+    assert (rnd.span_tmpl_ns, rnd.span_stream_ns) == (40, 20)
+    assert bench_stats.parse_rounds("0:9:3:1:3:1:2:-1")[0].span_tmpl_ns is None
+    with pytest.raises(ValueError):
+        bench_stats.parse_rounds("0:9:3:1:3:1:2:-1:40")

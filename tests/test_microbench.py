@@ -378,7 +378,8 @@ def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
     ("auto-round", "fill auto "),           # the learning auto skips a piece after its round
     ("auto-stream", "fill auto "),          # auto streams whatever its rounds found
     # copies whatever its rounds found
-    ("auto-template", "clock=(flipping|streaming-decisive|late-tie|switch-stream-later|switch-template-later) "),
+    ("auto-template", "clock=(flipping|streaming-decisive|late-tie|switch-stream-later|switch-template-later|"
+                      "span-stream) "),
     # auto ignores the hint that the memmap is walked next (aged: reads nothing ahead)
     ("auto-no-walk", " walk=|tiles its chunk, walked, aged: .*: not one read ahead per template piece"),
     ("auto-walk-share", "auto walk share"),  # the candidate hint counts all of every read-back
@@ -390,6 +391,8 @@ def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
     ("auto-first-overrun", "fill auto tiles its chunk(, walked, aged)?: .*: a piece wrote records another piece wrote"),
     # a round beside the other threads' verdict turns it for 10 %, or ends after a decisive pair
     ("auto-switch-ignored", "threads=[23] .*clock=(switch-|template-decisive|streaming-decisive|late-template-decisive)"),
+    # a tie the spans settle keeps the pieces' verdict
+    ("auto-span-ignored", "clock=span-(template|stream) .*: the spans did not decide a tie"),
 ])
 def test_verify_catches_injected_bugs(bench_binary: Path, bug: str, where: str):
     proc = subprocess.run([str(bench_binary), "verify", "--size", "1M", "--bug", bug],

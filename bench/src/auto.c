@@ -59,6 +59,12 @@
  * runs both pairs, as one pair beside the other mode is what the margin
  * distrusts.
  *
+ * --auto-span (a candidate, not in patch 11): a full round, neither late nor
+ * beside other threads, whose faster pieces are within a quarter of each
+ * other is left to a span of each mode after it (template first), which sees
+ * what a 16 KiB piece misses: streaming's fixed costs spread thin, and the
+ * write-back of template's lines (bench/README.md, "Spans for the ties").
+ *
  * A round's verdict also serves the same round of the next auto_memo - 1
  * ranges of its kind and size (--auto-memo, patch 11's MEMMAP_AUTO_REUSE):
  * owners of small ranges map them in bursts, where a round costs about the
@@ -78,6 +84,8 @@ unsigned long auto_late_margin_den = AUTO_LATE_MARGIN_DEN;
 unsigned long auto_switch_margin_den = AUTO_SWITCH_MARGIN_DEN;
 size_t auto_llc_override;
 __thread int auto_timing_streaming;
+__thread int auto_timing_span;
+unsigned long auto_span;
 __thread unsigned long auto_timing_chunk;
 int auto_walk_rule = AUTO_WALK_CAPPED;	/* --auto-walk-share */
 int auto_stream_first = 2;	/* --auto-order: lead-first, as patch 11 */
@@ -183,6 +191,8 @@ static void memo_keep(const struct auto_fns *fn, unsigned long idx, int s)
 			      (long)auto_memo - 1, memory_order_release);
 }
 static unsigned long round_log_n;
+/* this thread's last round's spans (template, streaming ns), 0 without */
+static __thread uint64_t span_log[2];
 /* the fills since auto_log_reset(): auto_reset() starts each */
 static unsigned long round_log_fills;
 
@@ -214,6 +224,7 @@ static void log_round(unsigned long idx, uint64_t lead_ns, const uint64_t ns[2][
 		.stream_ns = { ns[1][0], early ? 0 : ns[1][1] },
 		.fill = __atomic_load_n(&round_log_fills, __ATOMIC_RELAXED) - 1,
 		.before = before < 0 ? -1 : (int)(before & 1),
+		.span_ns = { span_log[0], span_log[1] },
 	};
 }
 
@@ -329,6 +340,7 @@ void auto_reset(void)
 	__atomic_store_n(&stats.walked, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&stats.pieces, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&stats.memo_rounds, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&stats.spans, 0, __ATOMIC_RELAXED);
 }
 
 struct auto_stats auto_stats(void)
@@ -438,11 +450,40 @@ static void lead_in(struct fill_job *piece, unsigned long lead, unsigned long pr
 	piece->nr_pages = probe;
 }
 
+unsigned long auto_span_records(unsigned int order)
+{
+	unsigned long unit = 1UL << order;
+
+	return (auto_span + unit - 1) / unit * unit;
+}
+
+int auto_span_streams(uint64_t tmpl_ns, uint64_t stream_ns)
+{
+	return stream_ns * AUTO_MARGIN_DEN < tmpl_ns * (AUTO_MARGIN_DEN - 1);
+}
+
+/*
+ * Whether a round's pieces leave its verdict to the spans (--auto-span): a
+ * full round, neither late nor beside other threads' writes (their own
+ * margins judge those), whose faster pieces are within a quarter of each
+ * other (AUTO_SPAN_TIE_DEN).
+ */
+static int span_settles(const uint64_t ns[2][2], int pieces, int late, int current, int aged)
+{
+	uint64_t t = ns[0][0] < ns[0][1] ? ns[0][0] : ns[0][1];
+	uint64_t s = ns[1][0] < ns[1][1] ? ns[1][0] : ns[1][1];
+
+	return auto_span && !aged && !late && current < 0 && pieces == AUTO_PIECES &&
+	       t * AUTO_SPAN_TIE_DEN > s * (AUTO_SPAN_TIE_DEN - 1) &&
+	       s * AUTO_SPAN_TIE_DEN > t * (AUTO_SPAN_TIE_DEN - 1);
+}
+
 void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const struct auto_fns *fn,
 		     uint64_t (*clock)(void))
 {
 	unsigned long probe = auto_probe_records(chunk->order, idx);
 	unsigned long lead = auto_lead_records(chunk->order);
+	unsigned long span = auto_span_records(chunk->order);
 	struct fill_job j = *chunk;
 	long v = atomic_load_explicit(&verdict, memory_order_relaxed);
 	int aged = fn->walk && auto_walk_rule == AUTO_WALK_AGED;
@@ -457,6 +498,7 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 		int late = idx >= fn->late_chunk;
 		uint64_t ns[2][2], lead_ns = 0;
 		struct fill_job piece = j;
+		unsigned long written;
 		int pieces = 0;
 		/*
 		 * on several threads the others write in verdict v while a
@@ -508,8 +550,30 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 			}
 		}
 		__atomic_fetch_add(&stats.pieces, pieces, __ATOMIC_RELAXED);
-		log_round(idx, lead_ns, ns, pieces < AUTO_PIECES, v);
 		s = auto_round_streams(ns[0], ns[1], late, current);
+		/* BUG_AUTO_ROUND: forgets that the round wrote only these pieces */
+		written = lead * ((pieces + 1) / 2 + auto_first_lead) +
+			  probe * (pieces + (j.bug == BUG_AUTO_ROUND &&
+					     j.nr_pages > auto_round_records(j.order, idx)));
+		j.start_pfn += written;
+		j.nr_pages -= written;
+		span_log[0] = span_log[1] = 0;
+		if (span_settles(ns, pieces, late, current, aged) && j.nr_pages >= 2 * span) {
+			struct fill_job sp = j;
+
+			sp.nr_pages = span;
+			auto_timing_span = 1;
+			span_log[0] = probe_piece(&j, &sp, 0, fn, clock, NULL);
+			span_log[1] = probe_piece(&j, &sp, 1, fn, clock, NULL);
+			auto_timing_span = 0;
+			/* BUG_AUTO_SPAN_IGNORED: the pieces' tie decides */
+			if (j.bug != BUG_AUTO_SPAN_IGNORED)
+				s = auto_span_streams(span_log[0], span_log[1]);
+			__atomic_fetch_add(&stats.spans, 1, __ATOMIC_RELAXED);
+			j.start_pfn += 2 * span;
+			j.nr_pages -= 2 * span;
+		}
+		log_round(idx, lead_ns, ns, pieces < AUTO_PIECES, v);
 		if (j.bug == BUG_AUTO_STREAM || j.bug == BUG_AUTO_TEMPLATE)
 			s = j.bug == BUG_AUTO_STREAM;
 		__atomic_fetch_add(&stats.probe_tmpl_ns, ns[0][0] < ns[0][1] ? ns[0][0] : ns[0][1],
@@ -521,12 +585,6 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 		memo_keep(fn, idx, s);
 		__atomic_fetch_add(&stats.rounds, 1, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&stats.stream_rounds, s, __ATOMIC_RELAXED);
-		/* BUG_AUTO_ROUND: forgets that the round wrote only these pieces */
-		probe = lead * ((pieces + 1) / 2 + auto_first_lead) +
-			probe * (pieces + (j.bug == BUG_AUTO_ROUND &&
-					   j.nr_pages > auto_round_records(j.order, idx)));
-		j.start_pfn += probe;
-		j.nr_pages -= probe;
 	} else {
 		s = v > 0 && (v & 1);	/* before any round: template */
 	}

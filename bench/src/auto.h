@@ -23,6 +23,12 @@
  */
 #define AUTO_SWITCH_MARGIN_DEN 4
 #define AUTO_NO_LATE_CHUNK (~0UL)
+/*
+ * --auto-span: a round whose faster pieces are within 1/AUTO_SPAN_TIE_DEN of
+ * each other times a span of each mode, template first, and they decide
+ * (by the 1/32 margin): a candidate, not in patch 11 (bench/README.md)
+ */
+#define AUTO_SPAN_TIE_DEN 4
 
 struct auto_fns {
 	void (*tmpl)(const struct fill_job *);
@@ -48,6 +54,13 @@ extern unsigned long auto_probe_min;
 /* --auto-lead: struct pages of template before each timed template piece
  * (the first lead-in of a round timed for auto_round_decided()) */
 extern unsigned long auto_probe_lead;
+/* --auto-span: struct pages per span, at least; 0: none (as patch 11) */
+extern unsigned long auto_span;
+/* for verify's clocks: the piece being timed is a span */
+extern __thread int auto_timing_span;
+unsigned long auto_span_records(unsigned int order);
+/* a span pair's verdict: streaming's span faster by the 1/32 margin */
+int auto_span_streams(uint64_t tmpl_ns, uint64_t stream_ns);
 /* --auto-probe-late: struct pages per piece in the rounds of chunk 2 on (0: as the first) */
 extern unsigned long auto_probe_late;
 /* --auto-late-llcs: AUTO_LATE_LLCS, 0 for no late margin (as patch 11 before 2026-11-27) */
@@ -137,6 +150,7 @@ struct auto_stats {
 	unsigned long walked;		/* probe pieces read back for the walk hint */
 	unsigned long pieces;		/* probe pieces timed */
 	unsigned long memo_rounds;	/* rounds --auto-memo saved */
+	unsigned long spans;		/* rounds settled by spans (--auto-span) */
 };
 
 /*
@@ -157,6 +171,7 @@ struct auto_round_record {
 	 * were writing in while its pieces were timed
 	 */
 	int before;
+	uint64_t span_ns[2];		/* its spans (--auto-span), template first; 0: none */
 };
 #define AUTO_LOG_ROUNDS 1024
 /* forget the logged rounds (auto_reset() keeps them: a sample has several fills) */

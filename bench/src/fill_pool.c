@@ -315,6 +315,7 @@ uint64_t run_auto_fill(int pre, uint64_t (*clock)(void), int threads, struct pag
 	learned->walked += a.walked;
 	learned->pieces += a.pieces;
 	learned->memo_rounds += a.memo_rounds;
+	learned->spans += a.spans;
 	return ns;
 }
 

@@ -46,7 +46,8 @@ const struct fill_strategy fill_strategies[] = {
  * first template and streaming pieces, second ones (0 after an early end), the
  * fill and the verdict the other chunks followed when it began (-1 none, 0
  * template, 1 streaming), as probe_rounds=c:l:t:s:t:s:f:b,... (fewer than
- * rounds= if the log was full).
+ * rounds= if the log was full); under --auto-span also its spans' template and
+ * streaming ns (0:0 where it timed none), c:l:t:s:t:s:f:b:st:ss.
  */
 static void print_round_log(void)
 {
@@ -56,12 +57,16 @@ static void print_round_log(void)
 	if (!n)
 		return;
 	printf(" probe_rounds=");
-	for (unsigned long i = 0; i < n; i++)
+	for (unsigned long i = 0; i < n; i++) {
 		printf("%s%lu:%llu:%llu:%llu:%llu:%llu:%lu:%d", i ? "," : "", r[i].chunk,
 		       (unsigned long long)r[i].lead_ns,
 		       (unsigned long long)r[i].tmpl_ns[0], (unsigned long long)r[i].stream_ns[0],
 		       (unsigned long long)r[i].tmpl_ns[1], (unsigned long long)r[i].stream_ns[1],
 		       r[i].fill, r[i].before);
+		if (auto_span)
+			printf(":%llu:%llu", (unsigned long long)r[i].span_ns[0],
+			       (unsigned long long)r[i].span_ns[1]);
+	}
 }
 
 /* splitmix64: the shuffle's generator, seeded per repetition and configuration */
@@ -213,6 +218,8 @@ void fill_samples(struct opts *o, int rep, char *buf, int avx512)
 								       (unsigned long long)learned.probe_stream_ns,
 								       learned.probe_records, learned.pieces,
 								       learned.memo_rounds);
+							if (fs->learns && auto_span)
+								printf(" spans=%lu", learned.spans);
 							if (fs->learns)
 								print_round_log();
 							if (split == SPLIT_CHUNKED)

@@ -103,7 +103,7 @@ int parse_opts(int argc, char **argv, struct opts *o)
 		{ "auto-probe-late", 1, 0, 'T' }, { "auto-walk-share", 1, 0, 'W' },
 		{ "auto-late-llcs", 1, 0, 'Y' }, { "auto-order", 1, 0, 'O' },
 		{ "auto-late-margin", 1, 0, 'G' }, { "auto-memo", 1, 0, 'R' },
-		{ "auto-switch-margin", 1, 0, 'H' },
+		{ "auto-switch-margin", 1, 0, 'H' }, { "auto-span", 1, 0, 'N' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -132,6 +132,7 @@ int parse_opts(int argc, char **argv, struct opts *o)
 		case 'L': auto_probe_lead = strtoul(optarg, NULL, 0); break;
 		case 'R': auto_memo = strtoul(optarg, NULL, 0); break;
 		case 'T': auto_probe_late = strtoul(optarg, NULL, 0); break;
+		case 'N': auto_span = strtoul(optarg, NULL, 0); break;
 		case 'Y': auto_late_llcs = strtoul(optarg, NULL, 0); break;
 		case 'G':
 			auto_late_margin_den = strtoul(optarg, NULL, 0);
@@ -205,6 +206,7 @@ int parse_opts(int argc, char **argv, struct opts *o)
 			else if (!strcmp(optarg, "auto-late-ignored")) bug = BUG_AUTO_LATE_IGNORED;
 			else if (!strcmp(optarg, "auto-first-overrun")) bug = BUG_AUTO_FIRST_OVERRUN;
 			else if (!strcmp(optarg, "auto-switch-ignored")) bug = BUG_AUTO_SWITCH_IGNORED;
+			else if (!strcmp(optarg, "auto-span-ignored")) bug = BUG_AUTO_SPAN_IGNORED;
 			else die("unknown bug '%s'", optarg);
 			break;
 		default:

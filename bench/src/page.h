@@ -148,6 +148,7 @@ struct fill_job {
 #define BUG_AUTO_LATE_IGNORED 12	/* learning auto: rounds past twice the LLC keep the 1/32 margin */
 #define BUG_AUTO_FIRST_OVERRUN 13	/* learning auto: a round's first write runs past what it counts */
 #define BUG_AUTO_SWITCH_IGNORED 14	/* learning auto: rounds beside other threads keep the 1/32 margin */
+#define BUG_AUTO_SPAN_IGNORED 15	/* learning auto: a tie the spans settle keeps the pieces' verdict */
 
 /* kslow.c: the kernel's slow path, compiled like the kernel */
 void slow_memmap_init_zone_device(const struct fill_job *j);

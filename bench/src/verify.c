@@ -411,6 +411,84 @@ static void verify_auto_switch(char *buf, const char *ref, size_t size, unsigned
 }
 
 /*
+ * Clocks whose pieces tie within a quarter (template at 50, streaming at 45
+ * or 55) and whose spans do not (the other mode at 70 against 50), and one
+ * whose pieces are decisive (streaming at 150) with spans that would stream.
+ */
+static uint64_t span_clock(uint64_t stream_piece_ns, uint64_t tmpl_span_ns, uint64_t stream_span_ns)
+{
+	if (script_read() % 2)
+		script_now += !auto_timing_span ? (auto_timing_streaming ? stream_piece_ns : 50) :
+			      auto_timing_streaming ? stream_span_ns : tmpl_span_ns;
+	return script_now;
+}
+
+static uint64_t span_template_clock(void)
+{
+	return span_clock(45, 50, 70);
+}
+
+static uint64_t span_stream_clock(void)
+{
+	return span_clock(55, 70, 50);
+}
+
+static uint64_t span_decisive_clock(void)
+{
+	return span_clock(150, 70, 50);
+}
+
+/*
+ * --auto-span (one thread, no memo, no late rounds; spans of 256 struct
+ * pages, which fit after a round in the chunks here): every round whose
+ * pieces tie times its spans, and they decide against the pieces; a round
+ * the pieces decide times none.
+ */
+static void verify_auto_span(char *buf, const char *ref, size_t size, unsigned long nr,
+			     int order, int pre, const char *layout, const char *tname)
+{
+	static uint64_t (*const clocks[])(void) = {
+		span_template_clock, span_stream_clock, span_decisive_clock,
+	};
+	static const char *const clock_names[] = { "span-template", "span-stream", "span-decisive" };
+	unsigned long memo = auto_memo, late_llcs = auto_late_llcs, span = auto_span;
+	struct page *map = (struct page *)(buf + GUARD);
+	char what[400];
+
+	chunk_req_pages = order ? 4096 : 2048;
+	auto_memo = 0;
+	auto_late_llcs = 0;
+	auto_span = 256;
+	for (int ci = 0; ci < 3; ci++) {
+		struct auto_stats a = { 0 };
+		unsigned long want_spans, want_stream;
+		int ok, right;
+
+		memset(buf, POISON, size + 2 * GUARD);
+		atomic_fetch_add(&clock_gen, 1);
+		run_auto_fill(pre, clocks[ci], 1, map, nr, order, READBACK_NONE, PREP_NONE, &a);
+		ok = !memcmp(buf, ref, size + 2 * GUARD) && a.records == nr;
+		want_spans = ci < 2 ? a.rounds : 0;
+		want_stream = ci == 1 ? a.rounds : 0;
+		right = a.rounds >= 2 && a.spans == want_spans && a.stream_rounds == want_stream;
+		snprintf(what, sizeof(what),
+			 "fill auto layout=%s pgmap=%s threads=1 split=chunked/%lu clock=%s span=%lu "
+			 "records=%lu (rounds %lu, spans %lu, streaming won %lu, expected %lu)%s",
+			 layout, tname, chunk_pages, clock_names[ci], auto_span_records(order), nr,
+			 a.rounds, a.spans, a.stream_rounds, want_stream,
+			 !ok ? ": differs from the slow path" :
+			 a.rounds < 2 ? ": fewer than two rounds, the check proved nothing" :
+			 a.spans != want_spans ? (ci < 2 ? ": a tie did not time its spans" :
+						  ": a decided round timed spans") :
+			 right ? "" : ": the spans did not decide a tie");
+		report(ok && right, what);
+	}
+	auto_memo = memo;
+	auto_late_llcs = late_llcs;
+	auto_span = span;
+}
+
+/*
  * One range of verify_auto_memo(): poisoned, filled by auto on one thread
  * under the streaming-decisive clock; 1 if it matches the slow path's.
  */
@@ -882,6 +960,8 @@ int cmd_verify(struct opts *o)
 							tname);
 					verify_auto_switch(buf, ref, size, nr, order, pre,
 							   layouts[li], tname);
+					verify_auto_span(buf, ref, size, nr, order, pre, layouts[li],
+							 tname);
 					continue;
 				}
 				for (int ti = 0; ti < 3; ti++)

@@ -1,40 +1,38 @@
-"""The learning `auto` replayed over recorded sweeps (issue 33): what the policy would have cost
-on a CPU this machine is not, from what each mode cost over the whole range there.
+"""The learning `auto` replayed over recorded sweeps (issue 33): what the policy would have cost on a
+CPU this machine is not, from what each mode cost over the whole range there.
 
 Per configuration (size, layout, destination, threads) of a run that measured template and
-streaming, the replay takes the probe schedule of the policy (bench/src/auto.c, patch 11: a
-round at chunk 0 and every power-of-two chunk with room for it, chunk 1 only where a second
-thread takes it before chunk 0's round has decided; each round two pairs of an untimed template
-lead-in, a timed template piece and a timed streaming piece, the second pair skipped when the
-first found one mode twice as fast as the other) and its verdicts, and predicts
-auto's rate repetition by repetition: each chunk in the mode of the last round before it, the
-rounds' pieces in theirs.  The verdicts come from what the probes measured where the sweep
-recorded it (probe T/S, as the kernel decides: streaming must be faster by 1/32, and in the
-rounds of chunks twice the run's LLC into the range template must be faster by a quarter to
-keep them; no such rounds where the run did not record its LLC); in a run made
-before probes were recorded it is the mode that was faster over the whole range, i.e. the
-replay then judges the schedule's cost assuming the probes see what the range costs ("assumed"),
-which the live sweep on this machine checks (`probe T/S` against `range T/S`).
+streaming, the replay takes the probe schedule of the policy (bench/src/auto.c, patch 11: a round
+at chunk 0 and every power-of-two chunk with room for it, chunk 1 only where a second thread takes
+it before chunk 0's round has decided; each round two pairs of an untimed template lead-in, a timed
+template piece and a timed streaming piece, the second pair skipped when the first found one mode
+twice as fast as the other) and its verdicts, and predicts auto's rate repetition by repetition:
+each chunk in the mode of the last round before it, the rounds' pieces in theirs. The verdicts come
+from what the probes measured where the sweep recorded it (probe T/S, as the kernel decides:
+streaming must be faster by 1/32, and in the rounds of chunks twice the run's LLC into the range
+template must be faster by a quarter to keep them; no such rounds where the run did not record its
+LLC); in a run made before probes were recorded it is the mode that was faster over the whole
+range, i.e. the replay then judges the schedule's cost assuming the probes see what the range costs
+("assumed"), which the live sweep on this machine checks (`probe T/S` against `range T/S`).
 
 Where the sweep logged every round (`probe_rounds=`, bench since 2026-11-27), the verdicts are
-judged round by round instead ("rounds"): each round's own pieces against the rule, its early
-end included, and per repetition the share of the records each mode wrote follows from them.
-On several threads a round from chunk 2 on turns the verdict the other chunks follow only by the
-switch margin (patch 11's MEMMAP_AUTO_SWITCH_MARGIN) and runs both pairs, and the replay judges
-it beside each mode in the share of the fills that follow it there.
-The pieces are the sweep's: a policy with other piece sizes (--probe, --lead) is charged its
-own, but judged on what the sweep's pieces measured, and a round the sweep ended early counts
-as one pair whatever the policy's early end. A
+judged round by round instead ("rounds"): each round's own pieces against the rule, its early end
+included, and per repetition the share of the records each mode wrote follows from them. On several
+threads a round from chunk 2 on turns the verdict the other chunks follow only by the switch margin
+(patch 11's MEMMAP_AUTO_SWITCH_MARGIN) and runs both pairs, and the replay judges it beside each
+mode in the share of the fills that follow it there. The pieces are the sweep's: a policy with
+other piece sizes (--probe, --lead) is charged its own, but judged on what the sweep's pieces
+measured, and a round the sweep ended early counts as one pair whatever the policy's early end. A
 rule whose margin sits inside the rounds' spread streams some rounds and not others, which the
 probes' sums, one verdict for all, cannot show (`live S`: what the sweep's own auto streamed).
 Where a sweep kept only the sums and they tie (neither mode's probes faster by the margin), the
-rounds' verdicts were their pieces' noise and no one verdict replays them: such a configuration
-is judged by the sweep's own auto, paired repetition by repetition as the live bar is ("live";
-the rule of the sweep's day, before any late round, as the cell has none).
-Probes judge the policy only where the sweep's rounds timed its pieces in its order (Policy.order,
-the bench's --auto-order, which a run records): a run of other rounds (the Zen 3 VM's sweep of
-2026-11-25 timed a lead-in, T, T, S, S; one Zen 4 sweep S, T, S, T), or of none recorded, is not
-judged where its auto kept probes: they measured rounds the policy does not run.
+rounds' verdicts were their pieces' noise and no one verdict replays them: such a configuration is
+judged by the sweep's own auto, paired repetition by repetition as the live bar is ("live"; the
+rule of the sweep's day, before any late round, as the cell has none). Probes judge the policy only
+where the sweep's rounds timed its pieces in its order (Policy.order, the bench's --auto-order,
+which a run records): a run of other rounds (the Zen 3 VM's sweep of 2026-11-25 timed a lead-in, T,
+T, S, S; one Zen 4 sweep S, T, S, T), or of none recorded, is not judged where its auto kept
+probes: they measured rounds the policy does not run.
 """
 
 from __future__ import annotations
@@ -81,6 +79,9 @@ class Policy:
     # the walk hint's read-back stops at half the LLC and, if set, at walk_max bytes of memmap
     # (patch 11's MEMMAP_AUTO_WALK_MAX since 2026-11-28; 0: half the LLC only, as before)
     walk_max: int = 4 << 20
+    # a candidate, not in patch 11 (the bench's --auto-span): span_records(), span_streams()
+    span: int = 0
+    span_tie_den: int = 4
 
 
 def _round_up(n: int, unit: int) -> int:
@@ -106,15 +107,20 @@ def learning_share(policy: Policy, records: int) -> float:
     return -(-ranges // policy.memo) / ranges
 
 
+def _round_records(policy: Policy, order: int, pairs: int) -> int:
+    return pairs * (_pieces(policy, order)[1] + 2 * _pieces(policy, order)[0])
+
+
 def _chunk_with_round(policy: Policy, order: int, size: int, pairs: int, streams_rest: bool,
-                      learns: float = 1.0) -> tuple[float, float]:
+                      learns: float = 1.0, span: int = 0) -> tuple[float, float]:
     """(template records, streaming records) of a chunk of `size` that starts with a round of
-    `pairs` pairs (a lead-in, a template and a streaming piece each), the rest in its verdict;
-    learns: the share of the ranges that run the round, the others write the chunk in the
-    remembered verdict (learning_share())."""
+    `pairs` pairs (a lead-in, a template and a streaming piece each) and `span` struct pages of
+    each mode after it, the rest in its verdict; learns: the share of the ranges that run the
+    round, the others write the chunk in the remembered verdict (learning_share())."""
     probe, lead = _pieces(policy, order)
-    rest = size - pairs * (lead + 2 * probe)
-    t, s = pairs * (lead + probe) + (0 if streams_rest else rest), pairs * probe + (rest if streams_rest else 0)
+    rest = size - _round_records(policy, order, pairs) - 2 * span
+    t = pairs * (lead + probe) + span + (0 if streams_rest else rest)
+    s = pairs * probe + span + (rest if streams_rest else 0)
     whole = (0, size) if streams_rest else (size, 0)
     return learns * t + (1 - learns) * whole[0], learns * s + (1 - learns) * whole[1]
 
@@ -204,13 +210,35 @@ def round_verdict(policy: Policy, rnd: bench_stats.Round, late: bool,
     return streams(policy, t_ns, s_ns, late, beside), 1 if early else policy.pieces // 2
 
 
+def span_records(policy: Policy, order: int, rest: int, rnd: bench_stats.Round, pairs: int,
+                 late: bool, beside: bool | None) -> int:
+    """The struct pages of each span a logged round times under the policy (whole compound
+    pages; 0 for none): a full round, not late, not beside other threads, its faster pieces
+    within 1/span_tie_den of each other, and room for both spans in the `rest` of its chunk
+    after the round (the bench's span_settles())."""
+    span = _round_up(policy.span, 1 << order) if policy.span else 0
+    if not span or late or beside is not None or pairs < policy.pieces // 2 or rest < 2 * span:
+        return 0
+    t_ns, s_ns, _early = logged_faster_pieces(rnd)
+    den = policy.span_tie_den
+    return span if t_ns * den > s_ns * (den - 1) and s_ns * den > t_ns * (den - 1) else 0
+
+
+def span_streams(policy: Policy, rnd: bench_stats.Round, range_streams: bool | None) -> bool | None:
+    """A span pair's verdict: from the spans the sweep logged for the round, else
+    `range_streams` (the repetition's own ranges: streaming faster by the margin)."""
+    t_ns, s_ns = (rnd[8], rnd[9]) if len(rnd) > 9 else (None, None)
+    return s_ns * policy.margin_den < t_ns * (policy.margin_den - 1) if t_ns and s_ns else range_streams
+
+
 def streamed_by_rounds(policy: Policy, records: int, order: int, threads: int, late: int | None,
-                       rounds: list[bench_stats.Round]) -> float | None:
+                       rounds: list[bench_stats.Round], range_streams: bool | None = None) -> float | None:
     """The share of a range's records streaming writes when each round of the policy's schedule
     goes as the logged rounds of its chunk went (their mean over the fills of a repetition); a
     scheduled round that ran in only some fills (chunk 1, which a second thread skips once chunk
     0 has decided) in that share of them; None without a round of chunk 0, or if the schedule
-    has a round the sweep never ran."""
+    has a round the sweep never ran, or one that times spans without a verdict for them
+    (range_streams: whether the repetition's ranges ran faster streaming, for span_streams())."""
     by_chunk: dict[int, list[bench_stats.Round]] = defaultdict(list)
     for rnd in rounds:
         by_chunk[rnd[0]].append(rnd)
@@ -233,7 +261,14 @@ def streamed_by_rounds(policy: Policy, records: int, order: int, threads: int, l
             for beside, weight in (((False, 1 - follow), (True, follow))
                                    if timed_beside_others(threads, idx) else ((None, 1.0),)):
                 won, pairs = round_verdict(policy, rnd, is_late, beside)
-                t, s = _chunk_with_round(policy, order, size, pairs, won, learns)
+                span = span_records(policy, order, size - _round_records(policy, order, pairs), rnd, pairs,
+                                    is_late, beside)
+                if span:
+                    spanned = span_streams(policy, rnd, range_streams)
+                    if spanned is None:
+                        return None
+                    won = spanned
+                t, s = _chunk_with_round(policy, order, size, pairs, won, learns, span)
                 in_t, in_s, wins = in_t + weight * t, in_s + weight * s, wins + weight * won
         if logged:
             in_t, in_s, wins = in_t / len(logged), in_s / len(logged), wins / len(logged)
@@ -307,7 +342,11 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
     # the share streaming writes, per repetition: one for all from the probes' sums, or each
     # repetition's from its logged rounds
     shares = dict.fromkeys(keys, in_stream / records)
-    logged = _logged_shares(policy, auto, records, order, tmpl["threads"], late)
+    # per repetition, whether its range streamed faster by the margin: the verdict of spans the
+    # sweep did not time (every repetition's, as its rounds ran in all of them)
+    all_t, all_s = ({rep: rate for rep, rate, _cpu in row.get("by_rep") or []} for row in (tmpl, stream))
+    truth = {k: all_s[k] * (policy.margin_den - 1) > all_t[k] * policy.margin_den for k in all_t.keys() & all_s.keys()}
+    logged = _logged_shares(policy, auto, records, order, tmpl["threads"], late, truth)
     share = None
     if logged and None not in keys and all(k in logged for k in keys):
         shares, source = logged, "rounds"
@@ -345,13 +384,15 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
 
 
 def _logged_shares(policy: Policy, auto: dict | None, records: int, order: int, threads: int,
-                   late: int | None) -> dict | None:
+                   late: int | None, range_streams: dict | None = None) -> dict | None:
     """Per repetition, streamed_by_rounds() of the rounds the sweep logged in it; None unless
     the sweep logged them (all of them: the bench logs at most 1024 per sample) and they can
-    judge the policy's schedule."""
+    judge the policy's schedule (range_streams: per repetition, whether its ranges ran faster
+    streaming, for spans the sweep did not time)."""
     shares = {}
     for rep, text in (auto or {}).get("rounds_by_rep") or []:
-        share = streamed_by_rounds(policy, records, order, threads, late, bench_stats.parse_rounds(text))
+        share = streamed_by_rounds(policy, records, order, threads, late, bench_stats.parse_rounds(text),
+                                   (range_streams or {}).get(rep))
         if share is None:
             return None
         shares[rep] = share

@@ -35,7 +35,8 @@ class Round(NamedTuple):
     """One logged round: its chunk, the lead-in's ns, the first template and streaming pieces'
     ns, the second ones (0 when the round ended after its first pair); since 2026-11-27 21:57
     UTC also the fill of the sample it ran in and the verdict the other chunks followed when it
-    began (-1 none yet, 0 template, 1 streaming); None in older logs."""
+    began (-1 none yet, 0 template, 1 streaming); None in older logs; under the bench's
+    --auto-span its spans' template and streaming ns (0 where it timed none), None without."""
     chunk: int
     lead_ns: int
     tmpl0_ns: int
@@ -44,15 +45,18 @@ class Round(NamedTuple):
     stream1_ns: int
     fill: int | None = None
     before: int | None = None
+    span_tmpl_ns: int | None = None
+    span_stream_ns: int | None = None
 
 
 def parse_rounds(text: str) -> list[Round]:
-    """meminit-bench's probe_rounds=c:l:t:s:t:s[:f:b],... of a sample."""
+    """meminit-bench's probe_rounds=c:l:t:s:t:s[:f:b[:st:ss]],... of a sample."""
     out = []
     for item in text.split(","):
         fields = [int(v) for v in item.split(":")]
-        if len(fields) not in (6, 8) or (len(fields) == 8 and fields[7] not in (-1, 0, 1)):
-            raise ValueError(f"a probe round has six or eight fields (the last -1, 0 or 1), not {item!r}")
+        if len(fields) not in (6, 8, 10) or (len(fields) >= 8 and fields[7] not in (-1, 0, 1)):
+            raise ValueError(f"a probe round has six, eight or ten fields (the eighth -1, 0 or 1), "
+                             f"not {item!r}")
         out.append(Round(*fields))
     return out
 

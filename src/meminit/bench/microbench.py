@@ -114,6 +114,9 @@ class MicrobenchRequest:
     # a round's verdict serves the same slot of the next N - 1 ranges of its kind and size (patch
     # 11's MEMMAP_AUTO_REUSE; 0: every range learns; bench/src/auto.h AUTO_MEMO)
     auto_memo: int = 8
+    # a round whose pieces tie within a quarter times a span of this many struct pages in each
+    # mode, which decides (bench/src/auto.h auto_span; 0: none, as patch 11)
+    auto_span: int = 0
     nice: int = 0
     out: Path | None = None  # None: results/microbench-<UTC stamp>
     verify: bool = False
@@ -132,7 +135,7 @@ def bench_command(opts: dict, fault_kinds: list[str], movsb_block: str, pgmap_ty
                   clear_fault: str = "middle", auto_walk_share: str = "capped",
                   auto_late_llcs: int = 2, auto_late_margin: int = 4,
                   auto_order: str = "lead-first", auto_memo: int = 8,
-                  auto_switch_margin: int = 4) -> list[str]:
+                  auto_switch_margin: int = 4, auto_span: int = 0) -> list[str]:
     cmd = [str(BINARY), "run", "--sizes", opts["sizes"], "--reps", str(opts["reps"]),
            "--threads", opts["threads"], "--layouts", opts["layouts"], "--dests", opts["dests"],
            "--fill", opts["fill"] or "none", "--clear", opts["clear"] or "none",
@@ -144,6 +147,8 @@ def bench_command(opts: dict, fault_kinds: list[str], movsb_block: str, pgmap_ty
            "--auto-late-llcs", str(auto_late_llcs), "--auto-late-margin", str(auto_late_margin),
            "--auto-order", auto_order, "--auto-memo", str(auto_memo),
            "--auto-switch-margin", str(auto_switch_margin)]
+    if auto_span:
+        cmd += ["--auto-span", str(auto_span)]
     for flag, value in zip(("--auto-altmap-min", "--auto-dram-min"), auto_min):
         if value:
             cmd += [flag, value]
@@ -207,7 +212,7 @@ def run(req: MicrobenchRequest) -> int:
         cmds = [("", bench_command(opts, run_kinds, req.movsb_block, req.pgmap_type, auto_min,
                                    req.clear_fault, req.auto_walk_share, req.auto_late_llcs,
                                    req.auto_late_margin, req.auto_order, req.auto_memo,
-                                   req.auto_switch_margin))]
+                                   req.auto_switch_margin, req.auto_span))]
         scale = scaling_command(opts, req.movsb_block, req.pgmap_type, auto_min)
         if scale:
             cmds.append(("scaling", scale))
@@ -252,7 +257,7 @@ def run(req: MicrobenchRequest) -> int:
                     "auto_walk_share": req.auto_walk_share, "auto_late_llcs": req.auto_late_llcs,
                     "auto_late_margin": req.auto_late_margin, "auto_order": req.auto_order,
                     "auto_memo": req.auto_memo, "auto_switch_margin": req.auto_switch_margin,
-                    "commands": [c for _n, c, _l in sections]},
+                    "auto_span": req.auto_span, "commands": [c for _n, c, _l in sections]},
         "bench_info": out.info,
         "limit": limit,
         "summary": rows,

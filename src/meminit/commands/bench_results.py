@@ -14,7 +14,7 @@ def _cmd_bench_results(args: argparse.Namespace) -> int:
         return bench_results.replay(auto_replay.Policy(probe=args.probe, lead=args.lead,
                                                        late_llcs=args.late_llcs, memo=args.memo,
                                                        switch_margin_den=args.switch_margin,
-                                                       walk_max=args.walk_max),
+                                                       walk_max=args.walk_max, span=args.span),
                                     [Path(r) for r in args.run], args.check)
     if args.action == "rounds":
         print(round_conditions.report(auto_replay.Policy(late_llcs=args.late_llcs,
@@ -68,6 +68,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "kind and size, in bursts of ranges as the sweep runs them (64 MiB of struct "
                         "pages per sample) (default %(default)s, as patch 11; 0: every range learns, "
                         "as before 2026-11-27)")
+    p.add_argument("--span", type=options.integer(0, 1 << 20, note="0: none"),
+                   default=auto_replay.Policy.span,
+                   help="replay: a candidate, not in patch 11 (the bench's --auto-span): a round "
+                        "whose faster pieces are within a quarter of each other times a span of N "
+                        "struct pages in each mode, which decides; the sweep's logged spans where "
+                        "it timed them, else each repetition's own range (default %(default)s: "
+                        "none)")
     p.add_argument("--walk-max", type=options.size(minimum=0), default=auto_replay.Policy.walk_max,
                    help="replay: the walk hint's read-back stops at this much memmap as well as at half "
                         "the LLC (default 4M, as patch 11 since 2026-11-28; 0: half the LLC only, as "

@@ -24,7 +24,8 @@ def request_from(args: argparse.Namespace) -> microbench.MicrobenchRequest:
         auto_altmap_min=args.auto_altmap_min, auto_dram_min=args.auto_dram_min,
         auto_walk_share=args.auto_walk_share, auto_late_llcs=args.auto_late_llcs,
         auto_late_margin=args.auto_late_margin, auto_order=args.auto_order,
-        auto_memo=args.auto_memo, auto_switch_margin=args.auto_switch_margin, nice=args.nice,
+        auto_memo=args.auto_memo, auto_switch_margin=args.auto_switch_margin,
+        auto_span=args.auto_span, nice=args.nice,
         out=Path(args.out) if args.out else None, verify=args.verify, verify_size=args.verify_size)
 
 
@@ -127,6 +128,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "probe is more than 1/N faster (patch 11's MEMMAP_AUTO_SWITCH_MARGIN); "
                         "0: the 1/32 margin, as before 2026-11-28 (docs/series.md, \"Two "
                         "threads\") (default %(default)s)")
+    p.add_argument("--auto-span", type=options.integer(0, 1 << 20, note="0: none"), default=d.auto_span,
+                   help="a candidate, not in patch 11: a round whose faster pieces are within a "
+                        "quarter of each other also times a span of N struct pages in each mode "
+                        "(template first), and the spans decide (docs/series.md, \"Spans for "
+                        "the ties\") (default %(default)s: none)")
     p.add_argument("--nice", type=options.integer(-20, 19, note="0: unchanged"), default=d.nice,
                    help="niceness for the benchmark's own session/autogroup (e.g. -10 on a busy "
                         "shared machine; negative values need root)")
