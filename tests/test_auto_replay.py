@@ -132,6 +132,12 @@ def test_replay_of_tied_probe_sums_judges_the_sweeps_own_auto():
     # a tie in a summary without repetitions has no pairs to go on: the sums decide
     auto.update(probe_tmpl_ns=1013, probe_stream_ns=1000, by_rep=[])
     assert auto_replay.replay_cell(POLICY, tmpl, stream, auto, 0)["source"] == "probes"
+    # a run whose auto timed spans the policy does not (or the other way round): its own auto
+    # ran another rule and cannot stand in for the tie
+    tied = _row("auto", rates, probe_tmpl_ns=1013, probe_stream_ns=1000, streamed_share=0.91)
+    rows = [{**r, "kind": "fill", "split": "chunked"} for r in (tmpl, stream, tied)]
+    assert [c["source"] for c in replay_runs.replay_rows(POLICY, rows)] == ["live"]
+    assert [c["source"] for c in replay_runs.replay_rows(POLICY, rows, own_rule=False)] == ["probes"]
 
 
 def test_replay_without_probes_assumes_them_right_and_charges_the_schedule():
@@ -502,3 +508,19 @@ def test_parse_rounds_reads_the_spans():
     assert bench_stats.parse_rounds("0:9:3:1:3:1:2:-1")[0].span_tmpl_ns is None
     with pytest.raises(ValueError):
         bench_stats.parse_rounds("0:9:3:1:3:1:2:-1:40")
+
+
+def test_tied_probe_sums_are_left_to_spans_assumed_to_see_the_range():
+    tmpl, stream = _row("template", [18] * 7), _row("movntdq", [24] * 7)
+    # the sums a quarter apart at most (template's 10 % ahead): the spans decide, assumed right
+    auto = _row("auto", [20] * 7, probe_tmpl_ns=1000, probe_stream_ns=1100)
+    spans = auto_replay.Policy(memo=0, span=4096)
+    cell = auto_replay.replay_cell(spans, tmpl, stream, auto, 0)
+    assert (cell["mode"], cell["source"]) == ("streaming", "probes, spans assumed")
+    # one round (4 MiB, one thread): its template pieces, lead-ins and span
+    assert cell["other_share"] == pytest.approx((2 * (256 + 256) + 4096) / 65536)
+    assert auto_replay.replay_cell(POLICY, tmpl, stream, auto, 0)["mode"] == "template"
+    # template a third ahead: past the quarter, the pieces decide and no span is charged
+    auto.update(probe_stream_ns=1340)
+    cell = auto_replay.replay_cell(spans, tmpl, stream, auto, 0)
+    assert (cell["mode"], cell["source"]) == ("template", "probes")

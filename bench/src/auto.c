@@ -464,16 +464,17 @@ int auto_span_streams(uint64_t tmpl_ns, uint64_t stream_ns)
 
 /*
  * Whether a round's pieces leave its verdict to the spans (--auto-span): a
- * full round, neither late nor beside other threads' writes (their own
- * margins judge those), whose faster pieces are within a quarter of each
- * other (AUTO_SPAN_TIE_DEN).
+ * full round, neither late nor beside other threads' writes (a round from
+ * chunk 2 on, on several threads, whatever the switch margin: the spans would
+ * be timed beside them too), whose faster pieces are within a quarter of
+ * each other (AUTO_SPAN_TIE_DEN).
  */
-static int span_settles(const uint64_t ns[2][2], int pieces, int late, int current, int aged)
+static int span_settles(const uint64_t ns[2][2], int pieces, int late, int beside, int aged)
 {
 	uint64_t t = ns[0][0] < ns[0][1] ? ns[0][0] : ns[0][1];
 	uint64_t s = ns[1][0] < ns[1][1] ? ns[1][0] : ns[1][1];
 
-	return auto_span && !aged && !late && current < 0 && pieces == AUTO_PIECES &&
+	return auto_span && !aged && !late && !beside && pieces == AUTO_PIECES &&
 	       t * AUTO_SPAN_TIE_DEN > s * (AUTO_SPAN_TIE_DEN - 1) &&
 	       s * AUTO_SPAN_TIE_DEN > t * (AUTO_SPAN_TIE_DEN - 1);
 }
@@ -558,9 +559,11 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 		j.start_pfn += written;
 		j.nr_pages -= written;
 		span_log[0] = span_log[1] = 0;
-		if (span_settles(ns, pieces, late, current, aged) && j.nr_pages >= 2 * span) {
+		if (span_settles(ns, pieces, late, fn->several_threads && idx >= 2, aged) &&
+		    j.nr_pages >= 2 * span) {
 			struct fill_job sp = j;
 
+			sp.bug = BUG_NONE;	/* a round's first write is not a span */
 			sp.nr_pages = span;
 			auto_timing_span = 1;
 			span_log[0] = probe_piece(&j, &sp, 0, fn, clock, NULL);

@@ -147,7 +147,7 @@ struct auto_stats {
 	uint64_t probe_tmpl_ns;
 	uint64_t probe_stream_ns;
 	unsigned long probe_records;
-	unsigned long walked;		/* probe pieces read back for the walk hint */
+	unsigned long walked;		/* probe pieces and spans read back for the walk hint */
 	unsigned long pieces;		/* probe pieces timed */
 	unsigned long memo_rounds;	/* rounds --auto-memo saved */
 	unsigned long spans;		/* rounds settled by spans (--auto-span) */

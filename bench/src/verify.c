@@ -412,8 +412,9 @@ static void verify_auto_switch(char *buf, const char *ref, size_t size, unsigned
 
 /*
  * Clocks whose pieces tie within a quarter (template at 50, streaming at 45
- * or 55) and whose spans do not (the other mode at 70 against 50), and one
- * whose pieces are decisive (streaming at 150) with spans that would stream.
+ * or 55) and whose spans do not (the other mode at 70 against 50), and two
+ * whose pieces decide, with spans that would stream: decisively (streaming
+ * at 150: the round ends after its first pair) and past the quarter (70).
  */
 static uint64_t span_clock(uint64_t stream_piece_ns, uint64_t tmpl_span_ns, uint64_t stream_span_ns)
 {
@@ -438,19 +439,27 @@ static uint64_t span_decisive_clock(void)
 	return span_clock(150, 70, 50);
 }
 
+/* template's piece ahead by more than the quarter (50 against 70): no tie */
+static uint64_t span_quarter_clock(void)
+{
+	return span_clock(70, 70, 50);
+}
+
 /*
  * --auto-span (one thread, no memo, no late rounds; spans of 256 struct
  * pages, which fit after a round in the chunks here): every round whose
  * pieces tie times its spans, and they decide against the pieces; a round
- * the pieces decide times none.
+ * the pieces decide, early or by more than the quarter, times none.
  */
 static void verify_auto_span(char *buf, const char *ref, size_t size, unsigned long nr,
 			     int order, int pre, const char *layout, const char *tname)
 {
 	static uint64_t (*const clocks[])(void) = {
-		span_template_clock, span_stream_clock, span_decisive_clock,
+		span_template_clock, span_stream_clock, span_decisive_clock, span_quarter_clock,
 	};
-	static const char *const clock_names[] = { "span-template", "span-stream", "span-decisive" };
+	static const char *const clock_names[] = {
+		"span-template", "span-stream", "span-decisive", "span-quarter",
+	};
 	unsigned long memo = auto_memo, late_llcs = auto_late_llcs, span = auto_span;
 	struct page *map = (struct page *)(buf + GUARD);
 	char what[400];
@@ -459,7 +468,7 @@ static void verify_auto_span(char *buf, const char *ref, size_t size, unsigned l
 	auto_memo = 0;
 	auto_late_llcs = 0;
 	auto_span = 256;
-	for (int ci = 0; ci < 3; ci++) {
+	for (int ci = 0; ci < 4; ci++) {
 		struct auto_stats a = { 0 };
 		unsigned long want_spans, want_stream;
 		int ok, right;

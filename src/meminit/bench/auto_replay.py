@@ -42,7 +42,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from meminit.bench import bench_stats
+from meminit.bench import auto_spans, bench_stats
 
 # the cache states of the kernel's callers (bench/README.md): an altmap memmap (cold), a DRAM
 # memmap nobody walks (warm) and one its owner walks after the init (walked); `readback`, each
@@ -210,27 +210,6 @@ def round_verdict(policy: Policy, rnd: bench_stats.Round, late: bool,
     return streams(policy, t_ns, s_ns, late, beside), 1 if early else policy.pieces // 2
 
 
-def span_records(policy: Policy, order: int, rest: int, rnd: bench_stats.Round, pairs: int,
-                 late: bool, beside: bool | None) -> int:
-    """The struct pages of each span a logged round times under the policy (whole compound
-    pages; 0 for none): a full round, not late, not beside other threads, its faster pieces
-    within 1/span_tie_den of each other, and room for both spans in the `rest` of its chunk
-    after the round (the bench's span_settles())."""
-    span = _round_up(policy.span, 1 << order) if policy.span else 0
-    if not span or late or beside is not None or pairs < policy.pieces // 2 or rest < 2 * span:
-        return 0
-    t_ns, s_ns, _early = logged_faster_pieces(rnd)
-    den = policy.span_tie_den
-    return span if t_ns * den > s_ns * (den - 1) and s_ns * den > t_ns * (den - 1) else 0
-
-
-def span_streams(policy: Policy, rnd: bench_stats.Round, range_streams: bool | None) -> bool | None:
-    """A span pair's verdict: from the spans the sweep logged for the round, else
-    `range_streams` (the repetition's own ranges: streaming faster by the margin)."""
-    t_ns, s_ns = (rnd[8], rnd[9]) if len(rnd) > 9 else (None, None)
-    return s_ns * policy.margin_den < t_ns * (policy.margin_den - 1) if t_ns and s_ns else range_streams
-
-
 def streamed_by_rounds(policy: Policy, records: int, order: int, threads: int, late: int | None,
                        rounds: list[bench_stats.Round], range_streams: bool | None = None) -> float | None:
     """The share of a range's records streaming writes when each round of the policy's schedule
@@ -261,10 +240,10 @@ def streamed_by_rounds(policy: Policy, records: int, order: int, threads: int, l
             for beside, weight in (((False, 1 - follow), (True, follow))
                                    if timed_beside_others(threads, idx) else ((None, 1.0),)):
                 won, pairs = round_verdict(policy, rnd, is_late, beside)
-                span = span_records(policy, order, size - _round_records(policy, order, pairs), rnd, pairs,
-                                    is_late, beside)
+                span = auto_spans.span_records(policy, order, size - _round_records(policy, order, pairs),
+                                               logged_faster_pieces(rnd)[:2], pairs, is_late, beside)
                 if span:
-                    spanned = span_streams(policy, rnd, range_streams)
+                    spanned = auto_spans.span_streams(policy, rnd, range_streams)
                     if spanned is None:
                         return None
                     won = spanned
@@ -288,12 +267,14 @@ def late_chunk(policy: Policy, order: int, llc_bytes: int | None) -> int | None:
 
 
 def split(policy: Policy, records: int, order: int, verdicts: tuple[bool, bool], early: bool = False,
-          threads: int = 1, late: int | None = None, early_late: bool | None = None) -> tuple[float, float]:
+          threads: int = 1, late: int | None = None, early_late: bool | None = None,
+          spans: bool = False) -> tuple[float, float]:
     """(template records, streaming records) of the whole range: every round as schedule()
     counts it, the rest of its chunk in its verdict (verdicts: before the late chunk, from it
     on), every other chunk in the verdict of the last round before it, template before any.
     early: the rounds end after their first pair; early_late: the late ones do (default: as
-    early; a late round ends early only where streaming won decisively)."""
+    early; a late round ends early only where streaming won decisively). spans: the early rounds
+    not beside other threads also time spans (auto_spans)."""
     early_late = early if early_late is None else early_late
     tmpl = stream = 0.0
     mode = False
@@ -303,7 +284,10 @@ def split(policy: Policy, records: int, order: int, verdicts: tuple[bool, bool],
             is_late = late is not None and idx >= late
             mode = verdicts[is_late]
             pairs = 1 if (early_late if is_late else early) else policy.pieces // 2
-            t, s = _chunk_with_round(policy, order, size, pairs, mode, learns)
+            span = auto_spans.span_records(policy, order, size - _round_records(policy, order, pairs), (1, 1),
+                                           pairs, is_late, True if timed_beside_others(threads, idx) else None) \
+                if spans else 0
+            t, s = _chunk_with_round(policy, order, size, pairs, mode, learns, span)
         else:
             t, s = (0, size) if mode else (size, 0)
         tmpl, stream = tmpl + t, stream + s
@@ -323,12 +307,17 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
         source = "assumed"
     ratio = t_ns / s_ns
     verdicts = (streams(policy, t_ns, s_ns), streams(policy, t_ns, s_ns, late=True))
+    spans = auto_spans.span_records(policy, order, records, (t_ns, s_ns), policy.pieces // 2, False, None) > 0
+    if spans:
+        # the sums tie by a quarter: the early rounds' spans decide, assumed to see the range
+        verdicts = (streams(policy, 1 / tmpl["median"], 1 / stream["median"]), verdicts[1])
+        source = source if source == "assumed" else f"{source}, spans assumed"
     late = late_chunk(policy, order, llc_bytes)
     # the round stops after its first pair when one mode is decisively faster
     early = policy.decisive > 0 and max(ratio, 1 / ratio) >= policy.decisive
     # a late round ends early only with streaming
     in_tmpl, in_stream = split(policy, records, order, verdicts, early, tmpl["threads"], late,
-                               early and ratio > 1)
+                               early and ratio > 1, spans and not early)
     s = in_stream > in_tmpl
     # where the late rounds turn the verdict, the mode of most of the range after the other's
     past_late = late is not None and -(-records // _chunk_pages(policy, order)) > late
@@ -353,7 +342,7 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
         # over every repetition, as the sweep's streamed share counts it (the pairs leave out
         # the disturbed ones)
         share = statistics.fmean(logged.values())
-    elif source == "probes" and tie(policy, t_ns, s_ns) and not past_late and auto \
+    elif source == "probes" and not spans and tie(policy, t_ns, s_ns) and not past_late and auto \
             and auto.get("by_rep") and auto.get("streamed_share") is not None:
         # the sums tie: each round's verdict was its own pieces' noise, which one verdict for
         # all cannot replay; the sweep's own auto ran those rounds, repetition by repetition

@@ -63,6 +63,8 @@ def from_result(result: dict, source: str) -> dict:
         # the order of the pieces auto's rounds timed (--auto-order, in result.json since
         # 2026-11-27 12:10; without it the replay cannot judge the policy by the run's probes)
         "round_order": result["options"].get("auto_order"),
+        # struct pages of the spans its auto timed for the ties (--auto-span, 2026-11-28; 0: none)
+        "auto_span": result["options"].get("auto_span", 0),
         # from the samples where the run kept them, so that the rows carry today's summary
         # (the repetitions the paired bar needs, what auto's probes measured)
         "rows": _rows(bench_stats.summarize(result["samples"]) if result.get("samples") else result["summary"]),
@@ -203,7 +205,8 @@ def replay_report(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Pol
     out, every = [], True
     aside_cells = aside_runs = 0
     for run in runs:
-        cells = replay_runs.replay_rows(policy, run.rows, run.llc_bytes, run.probes_judge(policy.order))
+        cells = replay_runs.replay_rows(policy, run.rows, run.llc_bytes, run.probes_judge(policy.order),
+                                        run.auto_span == policy.span)
         if not cells:
             out.append(f"{run.name} ({run.cpu}): no configuration with template and {bench_stats.STREAMING}\n")
             continue

@@ -25,6 +25,8 @@ class RecordedRun:
     auto_memo: int = 0
     # the order of the pieces its auto's rounds timed (--auto-order; None: not recorded)
     round_order: str | None = None
+    # struct pages of the spans its auto timed for the ties (--auto-span; 0: none, patch 11's rule)
+    auto_span: int = 0
 
     def probes_judge(self, order: str) -> bool:
         """Whether its probes can judge a policy whose rounds time their pieces in `order`:
@@ -74,11 +76,12 @@ def load_run(path: Path) -> RecordedRun | None:
         options = data.get("options", {})
         return RecordedRun(str(path.parent), _cpu(data["machine"]), bench_stats.summarize(data["samples"]), llc,
                            options.get("auto_memo", 0),
-                           options.get("auto_order") or data.get("bench_info", {}).get("auto_order"))
+                           options.get("auto_order") or data.get("bench_info", {}).get("auto_order"),
+                           options.get("auto_span", 0))
     if "rows" in data:
         return RecordedRun(str(path), _cpu(data), [{"kind": "fill", **r} for r in data["rows"]],
                            _llc_from_caches(data.get("caches", [])), data.get("auto_memo", 0),
-                           data.get("round_order"))
+                           data.get("round_order"), data.get("auto_span", 0))
     return None
 
 

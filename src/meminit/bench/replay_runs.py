@@ -35,11 +35,13 @@ def _capped_walk(policy: auto_replay.Policy, dest: str, size: int, llc_bytes: in
 
 
 def replay_rows(policy: auto_replay.Policy, rows: list[dict], llc_bytes: int | None = None,
-                probes_usable: bool = True) -> list[dict]:
+                probes_usable: bool = True, own_rule: bool = True) -> list[dict]:
     """Every configuration of a run's summary rows that has template and streaming (main section,
     the chunked split where a case ran in both) in a destination state of the kernel's callers.
     probes_usable False (the run's rounds timed other pieces or another order than the
-    policy's): a configuration whose auto kept probes is NOT_JUDGED, its figures as assumed."""
+    policy's): a configuration whose auto kept probes is NOT_JUDGED, its figures as assumed.
+    own_rule False (the run's auto timed spans the policy does not, or the other way round):
+    its own auto cannot stand in for the policy where the probes' sums tie."""
     idx = {key: r for key, r in configurations(rows).items() if r["dest"] in auto_replay.JUDGED_DESTS}
     out = []
     for (strat, layout, dest, size, threads), t in idx.items():
@@ -55,6 +57,8 @@ def replay_rows(policy: auto_replay.Policy, rows: list[dict], llc_bytes: int | N
             auto = {k: v for k, v in auto.items() if k not in PROBE_FIELDS + LIVE_FIELDS}
             auto.update({k: v for k, v in (warm or {}).items() if k in PROBE_FIELDS})
             stand_in = True
+        if not own_rule and auto is not None:
+            auto = {k: v for k, v in auto.items() if k not in LIVE_FIELDS}
         if not probes_usable and auto is not None and any(k in auto for k in PROBE_FIELDS):
             foreign, auto = True, {k: v for k, v in auto.items() if k not in PROBE_FIELDS}
         if s:

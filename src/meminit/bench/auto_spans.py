@@ -1,0 +1,45 @@
+"""Spans for the ties (the bench's --auto-span, a candidate not in patch 11), as the replay
+(auto_replay) charges and judges them: a full round, neither late nor beside other threads'
+writes, whose faster pieces are within 1/span_tie_den of each other times a span of
+Policy.span struct pages in each mode after it, and the spans decide by the 1/margin_den margin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+
+class Policy(Protocol):
+    """What of auto_replay.Policy (frozen) the spans read: struct pages per span (0: none),
+    the tie (pieces within 1/span_tie_den), the pieces of a full round, and the spans' margin."""
+    @property
+    def span(self) -> int: ...
+    @property
+    def span_tie_den(self) -> int: ...
+    @property
+    def pieces(self) -> int: ...
+    @property
+    def margin_den(self) -> int: ...
+
+
+def span_records(policy: Policy, order: int, rest: int, faster_ns: tuple[float, float], pairs: int,
+                 late: bool, beside: bool | None) -> int:
+    """The struct pages of each span a round with these faster pieces (template, streaming ns)
+    times (whole compound pages; 0 for none): a full round (`pairs`), not late, not beside other
+    threads, its pieces within 1/span_tie_den of each other, and room for both spans in the `rest`
+    of its chunk after the round (the bench's span_settles())."""
+    unit = 1 << order
+    span = -(-policy.span // unit) * unit
+    if not span or late or beside is not None or pairs < policy.pieces // 2 or rest < 2 * span:
+        return 0
+    t_ns, s_ns = faster_ns
+    den = policy.span_tie_den
+    return span if t_ns * den > s_ns * (den - 1) and s_ns * den > t_ns * (den - 1) else 0
+
+
+def span_streams(policy: Policy, rnd: Sequence[int | None], range_streams: bool | None) -> bool | None:
+    """A span pair's verdict: from the spans the sweep logged for the round (its ninth and tenth
+    fields), else `range_streams` (the repetition's own ranges: streaming faster by the margin)."""
+    t_ns, s_ns = (rnd[8], rnd[9]) if len(rnd) > 9 else (None, None)
+    return s_ns * policy.margin_den < t_ns * (policy.margin_den - 1) if t_ns and s_ns else range_streams
