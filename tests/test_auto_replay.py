@@ -2,10 +2,13 @@
 (auto_replay, `bench-results replay`): pure functions over made-up samples."""
 
 import json
+from pathlib import Path
 
 import pytest
 
-from meminit.bench import auto_replay, bench_render, bench_results, bench_stats, recorded_runs, replay_runs
+from meminit.bench import auto_replay, bench_render, bench_results, bench_stats, benchbin, recorded_runs, replay_runs
+
+DATA = Path(__file__).parent / "data"
 
 # every range learns: the charges of one range (the default remembers verdicts, memo 8)
 POLICY = auto_replay.Policy(memo=0)
@@ -524,3 +527,26 @@ def test_tied_probe_sums_are_left_to_spans_assumed_to_see_the_range():
     auto.update(probe_stream_ns=1340)
     cell = auto_replay.replay_cell(spans, tmpl, stream, auto, 0)
     assert (cell["mode"], cell["source"]) == ("template", "probes")
+
+
+def test_replay_of_a_span_sweep_reproduces_what_it_streamed_on_one_thread():
+    # a bench run with --auto-span 4096 and every range learning (--auto-memo 0), on one
+    # thread (the Zen 3 VM, 2026-11-28): replaying its logged rounds and spans must put each
+    # record in the mode the bench did, spans included
+    out = benchbin.parse_output((DATA / "span-sweep-raw.txt").read_text())
+    policy = auto_replay.Policy(memo=0, span=4096)
+    late_llc = int(out.info["llc_bytes"])
+    checked = spanned = 0
+    for row in bench_stats.summarize(out.samples):
+        if row.get("strategy") != "auto":
+            continue
+        order = 0 if row["layout"] == "o0" else 9
+        late = auto_replay.late_chunk(policy, order, late_llc)
+        shares = [auto_replay.streamed_by_rounds(policy, row["size"] // 64, order, 1, late,
+                                                 bench_stats.parse_rounds(text))
+                  for _rep, text in row["rounds_by_rep"]]
+        assert sum(shares) / len(shares) == pytest.approx(row["streamed_share"], abs=1e-9), row
+        spanned += sum(r.span_tmpl_ns > 0 for _rep, text in row["rounds_by_rep"]
+                       for r in bench_stats.parse_rounds(text))
+        checked += 1
+    assert checked == 12 and spanned >= 5
