@@ -935,6 +935,9 @@ int cmd_verify(struct opts *o)
 	/* every range learns, so that each check sees its own rounds;
 	 * verify_auto_memo() checks the remembered verdicts */
 	auto_memo = 0;
+	/* the checks count their rounds' pieces without spans; verify_auto_span()
+	 * times its own */
+	auto_span = 0;
 	alloc_scratch();
 	verify_auto_walk_share();
 	verify_auto_tiles();
