@@ -245,19 +245,35 @@ int auto_probe_chunk(unsigned long chunk, int learned)
 	return !(chunk & (chunk - 1)) && !(chunk == 1 && learned);
 }
 
-unsigned long auto_probe_records(unsigned int order, unsigned long chunk)
+/* records rounded up to whole compound pages of order */
+static unsigned long whole_compound(unsigned long records, unsigned int order)
 {
 	unsigned long unit = 1UL << order;
-	unsigned long want = chunk >= 2 && auto_probe_late ? auto_probe_late : auto_probe_min;
 
-	return (want + unit - 1) / unit * unit;
+	return (records + unit - 1) / unit * unit;
+}
+
+unsigned long auto_probe_records(unsigned int order, unsigned long chunk)
+{
+	return whole_compound(chunk >= 2 && auto_probe_late ? auto_probe_late : auto_probe_min,
+			      order);
 }
 
 static unsigned long auto_lead_records(unsigned int order)
 {
-	unsigned long unit = 1UL << order;
+	return whole_compound(auto_probe_lead, order);
+}
 
-	return (auto_probe_lead + unit - 1) / unit * unit;
+/* the faster of a mode's two pieces */
+static uint64_t faster_piece(const uint64_t ns[2])
+{
+	return ns[0] < ns[1] ? ns[0] : ns[1];
+}
+
+/* streaming faster than template by more than the 1/32 margin */
+static int streams_by_margin(uint64_t tmpl_ns, uint64_t stream_ns)
+{
+	return stream_ns * AUTO_MARGIN_DEN < tmpl_ns * (AUTO_MARGIN_DEN - 1);
 }
 
 unsigned long auto_round_records(unsigned int order, unsigned long chunk)
@@ -276,8 +292,7 @@ unsigned long auto_round_room(unsigned int order, unsigned long chunk, int walke
 int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2], int late,
 		       int current)
 {
-	uint64_t t = tmpl_ns[0] < tmpl_ns[1] ? tmpl_ns[0] : tmpl_ns[1];
-	uint64_t s = stream_ns[0] < stream_ns[1] ? stream_ns[0] : stream_ns[1];
+	uint64_t t = faster_piece(tmpl_ns), s = faster_piece(stream_ns);
 
 	/* BUG_AUTO_LATE_IGNORED: past the LLC as before it */
 	if (late && bug != BUG_AUTO_LATE_IGNORED)
@@ -286,7 +301,7 @@ int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2], i
 		return s * auto_switch_margin_den < t * (auto_switch_margin_den - 1);
 	if (current == 1 && auto_switch_margin_den)
 		return t * auto_switch_margin_den >= s * (auto_switch_margin_den - 1);
-	return s * AUTO_MARGIN_DEN < t * (AUTO_MARGIN_DEN - 1);
+	return streams_by_margin(t, s);
 }
 
 unsigned long auto_late_chunk(size_t chunk_bytes, size_t llc)
@@ -452,14 +467,7 @@ static void lead_in(struct fill_job *piece, unsigned long lead, unsigned long pr
 
 unsigned long auto_span_records(unsigned int order)
 {
-	unsigned long unit = 1UL << order;
-
-	return (auto_span + unit - 1) / unit * unit;
-}
-
-int auto_span_streams(uint64_t tmpl_ns, uint64_t stream_ns)
-{
-	return stream_ns * AUTO_MARGIN_DEN < tmpl_ns * (AUTO_MARGIN_DEN - 1);
+	return whole_compound(auto_span, order);
 }
 
 /*
@@ -471,8 +479,7 @@ int auto_span_streams(uint64_t tmpl_ns, uint64_t stream_ns)
  */
 static int span_settles(const uint64_t ns[2][2], int pieces, int late, int beside, int aged)
 {
-	uint64_t t = ns[0][0] < ns[0][1] ? ns[0][0] : ns[0][1];
-	uint64_t s = ns[1][0] < ns[1][1] ? ns[1][0] : ns[1][1];
+	uint64_t t = faster_piece(ns[0]), s = faster_piece(ns[1]);
 
 	return auto_span && !aged && !late && !beside && pieces == AUTO_PIECES &&
 	       t * AUTO_SPAN_TIE_DEN > s * (AUTO_SPAN_TIE_DEN - 1) &&
@@ -571,7 +578,7 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 			auto_timing_span = 0;
 			/* BUG_AUTO_SPAN_IGNORED: the pieces' tie decides */
 			if (j.bug != BUG_AUTO_SPAN_IGNORED)
-				s = auto_span_streams(span_log[0], span_log[1]);
+				s = streams_by_margin(span_log[0], span_log[1]);
 			__atomic_fetch_add(&stats.spans, 1, __ATOMIC_RELAXED);
 			j.start_pfn += 2 * span;
 			j.nr_pages -= 2 * span;
@@ -579,10 +586,8 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 		log_round(idx, lead_ns, ns, pieces < AUTO_PIECES, v);
 		if (j.bug == BUG_AUTO_STREAM || j.bug == BUG_AUTO_TEMPLATE)
 			s = j.bug == BUG_AUTO_STREAM;
-		__atomic_fetch_add(&stats.probe_tmpl_ns, ns[0][0] < ns[0][1] ? ns[0][0] : ns[0][1],
-				   __ATOMIC_RELAXED);
-		__atomic_fetch_add(&stats.probe_stream_ns, ns[1][0] < ns[1][1] ? ns[1][0] : ns[1][1],
-				   __ATOMIC_RELAXED);
+		__atomic_fetch_add(&stats.probe_tmpl_ns, faster_piece(ns[0]), __ATOMIC_RELAXED);
+		__atomic_fetch_add(&stats.probe_stream_ns, faster_piece(ns[1]), __ATOMIC_RELAXED);
 		__atomic_fetch_add(&stats.probe_records, probe, __ATOMIC_RELAXED);
 		publish(idx, s);
 		memo_keep(fn, idx, s);

@@ -59,8 +59,6 @@ extern unsigned long auto_span;
 /* for verify's clocks: the piece being timed is a span */
 extern __thread int auto_timing_span;
 unsigned long auto_span_records(unsigned int order);
-/* a span pair's verdict: streaming's span faster by the 1/32 margin */
-int auto_span_streams(uint64_t tmpl_ns, uint64_t stream_ns);
 /* --auto-probe-late: struct pages per piece in the rounds of chunk 2 on (0: as the first) */
 extern unsigned long auto_probe_late;
 /* --auto-late-llcs: AUTO_LATE_LLCS, 0 for no late margin (as patch 11 before 2026-11-27) */

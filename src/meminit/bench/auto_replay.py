@@ -108,7 +108,8 @@ def learning_share(policy: Policy, records: int) -> float:
 
 
 def _round_records(policy: Policy, order: int, pairs: int) -> int:
-    return pairs * (_pieces(policy, order)[1] + 2 * _pieces(policy, order)[0])
+    probe, lead = _pieces(policy, order)
+    return pairs * (lead + 2 * probe)
 
 
 def _chunk_with_round(policy: Policy, order: int, size: int, pairs: int, streams_rest: bool,
@@ -241,7 +242,8 @@ def streamed_by_rounds(policy: Policy, records: int, order: int, threads: int, l
                                    if timed_beside_others(threads, idx) else ((None, 1.0),)):
                 won, pairs = round_verdict(policy, rnd, is_late, beside)
                 span = auto_spans.span_records(policy, order, size - _round_records(policy, order, pairs),
-                                               logged_faster_pieces(rnd)[:2], pairs, is_late, beside)
+                                               pairs, is_late, beside) \
+                    if auto_spans.ties(policy, *logged_faster_pieces(rnd)[:2]) else 0
                 if span:
                     spanned = auto_spans.span_streams(policy, rnd, range_streams)
                     if spanned is None:
@@ -284,8 +286,8 @@ def split(policy: Policy, records: int, order: int, verdicts: tuple[bool, bool],
             is_late = late is not None and idx >= late
             mode = verdicts[is_late]
             pairs = 1 if (early_late if is_late else early) else policy.pieces // 2
-            span = auto_spans.span_records(policy, order, size - _round_records(policy, order, pairs), (1, 1),
-                                           pairs, is_late, True if timed_beside_others(threads, idx) else None) \
+            span = auto_spans.span_records(policy, order, size - _round_records(policy, order, pairs), pairs,
+                                           is_late, True if timed_beside_others(threads, idx) else None) \
                 if spans else 0
             t, s = _chunk_with_round(policy, order, size, pairs, mode, learns, span)
         else:
@@ -307,7 +309,8 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
         source = "assumed"
     ratio = t_ns / s_ns
     verdicts = (streams(policy, t_ns, s_ns), streams(policy, t_ns, s_ns, late=True))
-    spans = auto_spans.span_records(policy, order, records, (t_ns, s_ns), policy.pieces // 2, False, None) > 0
+    spans = auto_spans.span_records(policy, order, records, policy.pieces // 2, False, None) > 0 and \
+        auto_spans.ties(policy, t_ns, s_ns)
     if spans:
         # the sums tie by a quarter: the early rounds' spans decide, assumed to see the range
         verdicts = (streams(policy, 1 / tmpl["median"], 1 / stream["median"]), verdicts[1])

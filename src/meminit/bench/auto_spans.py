@@ -23,19 +23,22 @@ class Policy(Protocol):
     def margin_den(self) -> int: ...
 
 
-def span_records(policy: Policy, order: int, rest: int, faster_ns: tuple[float, float], pairs: int,
-                 late: bool, beside: bool | None) -> int:
-    """The struct pages of each span a round with these faster pieces (template, streaming ns)
-    times (whole compound pages; 0 for none): a full round (`pairs`), not late, not beside other
-    threads, its pieces within 1/span_tie_den of each other, and room for both spans in the `rest`
-    of its chunk after the round (the bench's span_settles())."""
+def ties(policy: Policy, t_ns: float, s_ns: float) -> bool:
+    """Whether a round's faster pieces (template, streaming ns) are within 1/span_tie_den of each
+    other: the spans decide such a round."""
+    den = policy.span_tie_den
+    return t_ns * den > s_ns * (den - 1) and s_ns * den > t_ns * (den - 1)
+
+
+def span_records(policy: Policy, order: int, rest: int, pairs: int, late: bool, beside: bool | None) -> int:
+    """The struct pages of each span a round of a tie times (whole compound pages; 0 for none):
+    a full round (`pairs`), not late, not beside other threads, and room for both spans in the
+    `rest` of its chunk after the round (the bench's span_settles())."""
     unit = 1 << order
     span = -(-policy.span // unit) * unit
     if not span or late or beside is not None or pairs < policy.pieces // 2 or rest < 2 * span:
         return 0
-    t_ns, s_ns = faster_ns
-    den = policy.span_tie_den
-    return span if t_ns * den > s_ns * (den - 1) and s_ns * den > t_ns * (den - 1) else 0
+    return span
 
 
 def span_streams(policy: Policy, rnd: Sequence[int | None], range_streams: bool | None) -> bool | None:
