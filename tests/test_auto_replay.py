@@ -11,7 +11,7 @@ from meminit.bench import auto_replay, bench_render, bench_results, bench_stats,
 DATA = Path(__file__).parent / "data"
 
 # every range learns: the charges of one range (the default remembers verdicts, memo 8)
-POLICY = auto_replay.Policy(memo=0)
+POLICY = auto_replay.Policy(memo=0, span=0)  # patch 11 before its spans (2026-11-29)
 
 
 def test_bar_verdict_median_then_second_best():
@@ -399,7 +399,7 @@ def test_rounds_beside_other_threads_turn_the_verdict_only_by_a_quarter():
     assert auto_replay.streamed_by_rounds(POLICY, records, 0, 2, None, first_s) == \
         pytest.approx((records - 6 * 2 * 2 * piece) / records)
     # without the rule chunk 2's round turns the verdict either way
-    no_rule = auto_replay.Policy(memo=0, switch_margin_den=0)
+    no_rule = auto_replay.Policy(memo=0, switch_margin_den=0, span=0)
     assert auto_replay.streamed_by_rounds(no_rule, records, 0, 2, None, first_t) > 0.9
     assert auto_replay.streamed_by_rounds(no_rule, records, 0, 2, None, first_s) < 0.1
     # one thread has no other writer: chunk 2's round turns it
@@ -492,16 +492,20 @@ def test_spans_settle_a_tie_and_are_charged_in_both_modes():
     # no spans logged: the repetition's own ranges decide; without them nothing can
     assert auto_replay.streamed_by_rounds(policy, records, 0, 1, None, [tie], range_streams=False) == \
         pytest.approx((2 * 256 + span) / records)
+    # streaming: all but the round's lead-ins and template pieces, the spans' lead-in and template
     assert auto_replay.streamed_by_rounds(policy, records, 0, 1, None, [tie], range_streams=True) == \
-        pytest.approx(1 - (2 * (256 + 256) + span) / records)
+        pytest.approx(1 - (2 * (256 + 256) + 256 + span) / records)
     assert auto_replay.streamed_by_rounds(policy, records, 0, 1, None, [tie]) is None
     # pieces a quarter apart, an early end, a late round: no spans
     for rnd, late in (((0, 900, 100, 100, 100, 74), None), ((0, 900, 100, 300, 0, 0), None), (tie, 0)):
         assert auto_replay.streamed_by_rounds(policy, records, 0, 1, late, [rnd]) == \
             auto_replay.streamed_by_rounds(POLICY, records, 0, 1, late, [rnd])
-    # a chunk with no room for both spans after the round times none
-    small = auto_replay.Policy(memo=0, span=32768)
-    assert auto_replay.streamed_by_rounds(small, records, 0, 1, None, [tie]) == \
+    # a chunk with no room for a lead-in and both spans after the round times none: chunk 0's
+    # 32768 records leave 31232 after the round, room for spans of 15488 and not 15489
+    fits, short = (auto_replay.Policy(memo=0, span=n) for n in (15488, 15489))
+    assert auto_replay.streamed_by_rounds(fits, records, 0, 1, None, [tie], range_streams=False) == \
+        pytest.approx((2 * 256 + 15488) / records)
+    assert auto_replay.streamed_by_rounds(short, records, 0, 1, None, [tie]) == \
         auto_replay.streamed_by_rounds(POLICY, records, 0, 1, None, [tie])
 
 
@@ -520,8 +524,8 @@ def test_tied_probe_sums_are_left_to_spans_assumed_to_see_the_range():
     spans = auto_replay.Policy(memo=0, span=4096)
     cell = auto_replay.replay_cell(spans, tmpl, stream, auto, 0)
     assert (cell["mode"], cell["source"]) == ("streaming", "probes, spans assumed")
-    # one round (4 MiB, one thread): its template pieces, lead-ins and span
-    assert cell["other_share"] == pytest.approx((2 * (256 + 256) + 4096) / 65536)
+    # one round (4 MiB, one thread): its template pieces, lead-ins and span, the spans' lead-in
+    assert cell["other_share"] == pytest.approx((2 * (256 + 256) + 256 + 4096) / 65536)
     assert auto_replay.replay_cell(POLICY, tmpl, stream, auto, 0)["mode"] == "template"
     # template a third ahead: past the quarter, the pieces decide and no span is charged
     auto.update(probe_stream_ns=1340)

@@ -23,8 +23,9 @@ NUMERIC = {"integer", "number", "size", "integer list", "size list"}
 
 # The classification to review: the options that take 0, and what 0 means to each.
 MAY_BE_ZERO = {
-    ("microbench", "--auto-span"): "0 = no spans, as patch 11 (the default), as the bench's --auto-span 0",
-    ("bench-results", "--span"): "0 = no spans, as patch 11 (the default)",
+    ("microbench", "--auto-span"): "0 = no spans, as patch 11 before 2026-11-29, as the bench's "
+                                   "--auto-span 0",
+    ("bench-results", "--span"): "0 = no spans, as patch 11 before 2026-11-29",
     ("run", "--init-threads"): "0 = the kernel's automatic choice (its default; README, --help)",
     ("measure", "--init-threads"): "0 = the kernel's automatic choice, as for run",
     ("run", "--latency-trace"): "0 = no trace, the default (--help)",

@@ -59,9 +59,10 @@
  * runs both pairs, as one pair beside the other mode is what the margin
  * distrusts.
  *
- * --auto-span (a candidate, not in patch 11): a full round, neither late nor
+ * --auto-span (patch 11's spans): a full round, neither late nor
  * beside other threads, whose faster pieces are within a quarter of each
- * other is left to a span of each mode after it (template first), which sees
+ * other is left to a span of each mode after it (a template lead-in, then
+ * the template span, then the streaming one), which sees
  * what a 16 KiB piece misses: streaming's fixed costs spread thin, and the
  * write-back of template's lines (bench/README.md, "Spans for the ties").
  *
@@ -85,7 +86,7 @@ unsigned long auto_switch_margin_den = AUTO_SWITCH_MARGIN_DEN;
 size_t auto_llc_override;
 __thread int auto_timing_streaming;
 __thread int auto_timing_span;
-unsigned long auto_span;
+unsigned long auto_span = AUTO_SPAN_RECORDS;
 __thread unsigned long auto_timing_chunk;
 int auto_walk_rule = AUTO_WALK_CAPPED;	/* --auto-walk-share */
 int auto_stream_first = 2;	/* --auto-order: lead-first, as patch 11 */
@@ -567,10 +568,12 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 		j.nr_pages -= written;
 		span_log[0] = span_log[1] = 0;
 		if (span_settles(ns, pieces, late, fn->several_threads && idx >= 2, aged) &&
-		    j.nr_pages >= 2 * span) {
+		    j.nr_pages >= lead + 2 * span) {
 			struct fill_job sp = j;
 
 			sp.bug = BUG_NONE;	/* a round's first write is not a span */
+			/* a lead-in, as for a template piece (patch 11's) */
+			lead_in(&sp, lead, probe, fn, clock, NULL);
 			sp.nr_pages = span;
 			auto_timing_span = 1;
 			span_log[0] = probe_piece(&j, &sp, 0, fn, clock, NULL);
@@ -580,8 +583,8 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 			if (j.bug != BUG_AUTO_SPAN_IGNORED)
 				s = streams_by_margin(span_log[0], span_log[1]);
 			__atomic_fetch_add(&stats.spans, 1, __ATOMIC_RELAXED);
-			j.start_pfn += 2 * span;
-			j.nr_pages -= 2 * span;
+			j.start_pfn += lead + 2 * span;
+			j.nr_pages -= lead + 2 * span;
 		}
 		log_round(idx, lead_ns, ns, pieces < AUTO_PIECES, v);
 		if (j.bug == BUG_AUTO_STREAM || j.bug == BUG_AUTO_TEMPLATE)

@@ -25,10 +25,12 @@
 #define AUTO_NO_LATE_CHUNK (~0UL)
 /*
  * --auto-span: a round whose faster pieces are within 1/AUTO_SPAN_TIE_DEN of
- * each other times a span of each mode, template first, and they decide
- * (by the 1/32 margin): a candidate, not in patch 11 (bench/README.md)
+ * each other times a span of AUTO_SPAN_RECORDS struct pages of each mode,
+ * template first, and they decide (by the 1/32 margin), as patch 11's
+ * MEMMAP_AUTO_SPAN_TIE and MEMMAP_AUTO_SPAN_PAGES (bench/README.md)
  */
 #define AUTO_SPAN_TIE_DEN 4
+#define AUTO_SPAN_RECORDS 4096
 
 struct auto_fns {
 	void (*tmpl)(const struct fill_job *);
@@ -54,7 +56,7 @@ extern unsigned long auto_probe_min;
 /* --auto-lead: struct pages of template before each timed template piece
  * (the first lead-in of a round timed for auto_round_decided()) */
 extern unsigned long auto_probe_lead;
-/* --auto-span: struct pages per span, at least; 0: none (as patch 11) */
+/* --auto-span: struct pages per span, at least; 0: none (patch 11 before 2026-11-29) */
 extern unsigned long auto_span;
 /* for verify's clocks: the piece being timed is a span */
 extern __thread int auto_timing_span;

@@ -447,7 +447,9 @@ static uint64_t span_quarter_clock(void)
 
 /*
  * --auto-span (one thread, no memo, no late rounds; spans of 256 struct
- * pages, which fit after a round in the chunks here): every round whose
+ * pages, which fit with their lead-in after a round in the chunks here,
+ * 2560 records, 5120 of order 9 whose pieces are a compound page): every
+ * round whose
  * pieces tie times its spans, and they decide against the pieces; a round
  * the pieces decide, early or by more than the quarter, times none.
  */
@@ -464,7 +466,7 @@ static void verify_auto_span(char *buf, const char *ref, size_t size, unsigned l
 	struct page *map = (struct page *)(buf + GUARD);
 	char what[400];
 
-	chunk_req_pages = order ? 4096 : 2048;
+	chunk_req_pages = order ? 5120 : 2560;
 	auto_memo = 0;
 	auto_late_llcs = 0;
 	auto_span = 256;

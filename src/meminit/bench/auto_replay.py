@@ -79,8 +79,9 @@ class Policy:
     # the walk hint's read-back stops at half the LLC and, if set, at walk_max bytes of memmap
     # (patch 11's MEMMAP_AUTO_WALK_MAX since 2026-11-28; 0: half the LLC only, as before)
     walk_max: int = 4 << 20
-    # a candidate, not in patch 11 (the bench's --auto-span): span_records(), span_streams()
-    span: int = 0
+    # patch 11's spans (MEMMAP_AUTO_SPAN_PAGES, the bench's --auto-span; 0: none, as patch 11
+    # before 2026-11-29): span_records(), span_streams()
+    span: int = 4096
     span_tie_den: int = 4
 
 
@@ -115,12 +116,14 @@ def _round_records(policy: Policy, order: int, pairs: int) -> int:
 def _chunk_with_round(policy: Policy, order: int, size: int, pairs: int, streams_rest: bool,
                       learns: float = 1.0, span: int = 0) -> tuple[float, float]:
     """(template records, streaming records) of a chunk of `size` that starts with a round of
-    `pairs` pairs (a lead-in, a template and a streaming piece each) and `span` struct pages of
-    each mode after it, the rest in its verdict; learns: the share of the ranges that run the
-    round, the others write the chunk in the remembered verdict (learning_share())."""
+    `pairs` pairs (a lead-in, a template and a streaming piece each) and, if `span`, a lead-in
+    and `span` struct pages of each mode after it, the rest in its verdict; learns: the share of
+    the ranges that run the round, the others write the chunk in the remembered verdict
+    (learning_share())."""
     probe, lead = _pieces(policy, order)
-    rest = size - _round_records(policy, order, pairs) - 2 * span
-    t = pairs * (lead + probe) + span + (0 if streams_rest else rest)
+    span_lead = lead if span else 0
+    rest = size - _round_records(policy, order, pairs) - span_lead - 2 * span
+    t = pairs * (lead + probe) + span_lead + span + (0 if streams_rest else rest)
     s = pairs * probe + span + (rest if streams_rest else 0)
     whole = (0, size) if streams_rest else (size, 0)
     return learns * t + (1 - learns) * whole[0], learns * s + (1 - learns) * whole[1]

@@ -1,4 +1,4 @@
-"""Spans for the ties (the bench's --auto-span, a candidate not in patch 11), as the replay
+"""Spans for the ties (patch 11's, the bench's --auto-span), as the replay
 (auto_replay) charges and judges them: a full round, neither late nor beside other threads'
 writes, whose faster pieces are within 1/span_tie_den of each other times a span of
 Policy.span struct pages in each mode after it, and the spans decide by the 1/margin_den margin.
@@ -12,9 +12,12 @@ from typing import Protocol
 
 class Policy(Protocol):
     """What of auto_replay.Policy (frozen) the spans read: struct pages per span (0: none),
-    the tie (pieces within 1/span_tie_den), the pieces of a full round, and the spans' margin."""
+    the template lead-in before them, the tie (pieces within 1/span_tie_den), the pieces of a
+    full round, and the spans' margin."""
     @property
     def span(self) -> int: ...
+    @property
+    def lead(self) -> int: ...
     @property
     def span_tie_den(self) -> int: ...
     @property
@@ -32,11 +35,11 @@ def ties(policy: Policy, t_ns: float, s_ns: float) -> bool:
 
 def span_records(policy: Policy, order: int, rest: int, pairs: int, late: bool, beside: bool | None) -> int:
     """The struct pages of each span a round of a tie times (whole compound pages; 0 for none):
-    a full round (`pairs`), not late, not beside other threads, and room for both spans in the
-    `rest` of its chunk after the round (the bench's span_settles())."""
+    a full round (`pairs`), not late, not beside other threads, and room for a lead-in and both
+    spans in the `rest` of its chunk after the round (the bench's span_settles())."""
     unit = 1 << order
-    span = -(-policy.span // unit) * unit
-    if not span or late or beside is not None or pairs < policy.pieces // 2 or rest < 2 * span:
+    span, lead = (-(-n // unit) * unit for n in (policy.span, policy.lead))
+    if not span or late or beside is not None or pairs < policy.pieces // 2 or rest < lead + 2 * span:
         return 0
     return span
 

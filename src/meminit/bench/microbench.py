@@ -115,8 +115,9 @@ class MicrobenchRequest:
     # 11's MEMMAP_AUTO_REUSE; 0: every range learns; bench/src/auto.h AUTO_MEMO)
     auto_memo: int = 8
     # a round whose pieces tie within a quarter times a span of this many struct pages in each
-    # mode, which decides (bench/src/auto.h auto_span; 0: none, as patch 11)
-    auto_span: int = 0
+    # mode, which decides (patch 11's MEMMAP_AUTO_SPAN_PAGES; bench/src/auto.h AUTO_SPAN_RECORDS;
+    # 0: none, as patch 11 before 2026-11-29)
+    auto_span: int = 4096
     nice: int = 0
     out: Path | None = None  # None: results/microbench-<UTC stamp>
     verify: bool = False
@@ -135,7 +136,7 @@ def bench_command(opts: dict, fault_kinds: list[str], movsb_block: str, pgmap_ty
                   clear_fault: str = "middle", auto_walk_share: str = "capped",
                   auto_late_llcs: int = 2, auto_late_margin: int = 4,
                   auto_order: str = "lead-first", auto_memo: int = 8,
-                  auto_switch_margin: int = 4, auto_span: int = 0) -> list[str]:
+                  auto_switch_margin: int = 4, auto_span: int = 4096) -> list[str]:
     cmd = [str(BINARY), "run", "--sizes", opts["sizes"], "--reps", str(opts["reps"]),
            "--threads", opts["threads"], "--layouts", opts["layouts"], "--dests", opts["dests"],
            "--fill", opts["fill"] or "none", "--clear", opts["clear"] or "none",
@@ -146,9 +147,7 @@ def bench_command(opts: dict, fault_kinds: list[str], movsb_block: str, pgmap_ty
            "--clear-fault", clear_fault, "--auto-walk-share", auto_walk_share,
            "--auto-late-llcs", str(auto_late_llcs), "--auto-late-margin", str(auto_late_margin),
            "--auto-order", auto_order, "--auto-memo", str(auto_memo),
-           "--auto-switch-margin", str(auto_switch_margin)]
-    if auto_span:
-        cmd += ["--auto-span", str(auto_span)]
+           "--auto-switch-margin", str(auto_switch_margin), "--auto-span", str(auto_span)]
     for flag, value in zip(("--auto-altmap-min", "--auto-dram-min"), auto_min):
         if value:
             cmd += [flag, value]

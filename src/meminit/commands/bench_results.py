@@ -70,11 +70,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "as before 2026-11-27)")
     p.add_argument("--span", type=options.integer(0, 1 << 20, note="0: none"),
                    default=auto_replay.Policy.span,
-                   help="replay: a candidate, not in patch 11 (the bench's --auto-span): a round "
-                        "whose faster pieces are within a quarter of each other times a span of N "
-                        "struct pages in each mode, which decides; the sweep's logged spans where "
-                        "it timed them, else each repetition's own range (default %(default)s: "
-                        "none)")
+                   help="replay: a round whose faster pieces are within a quarter of each other "
+                        "times a span of N struct pages in each mode, which decides (the bench's "
+                        "--auto-span); the sweep's logged spans where it timed them, else each "
+                        "repetition's own range (default %(default)s, as patch 11's "
+                        "MEMMAP_AUTO_SPAN_PAGES; 0: none, as patch 11 before 2026-11-29)")
     p.add_argument("--walk-max", type=options.size(minimum=0), default=auto_replay.Policy.walk_max,
                    help="replay: the walk hint's read-back stops at this much memmap as well as at half "
                         "the LLC (default 4M, as patch 11 since 2026-11-28; 0: half the LLC only, as "

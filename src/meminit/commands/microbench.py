@@ -129,10 +129,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "0: the 1/32 margin, as before 2026-11-28 (docs/series.md, \"Two "
                         "threads\") (default %(default)s)")
     p.add_argument("--auto-span", type=options.integer(0, 1 << 20, note="0: none"), default=d.auto_span,
-                   help="a candidate, not in patch 11: a round whose faster pieces are within a "
-                        "quarter of each other also times a span of N struct pages in each mode "
-                        "(template first), and the spans decide (docs/series.md, \"Spans for "
-                        "the ties\") (default %(default)s: none)")
+                   help="a round whose faster pieces are within a quarter of each other also "
+                        "times a span of N struct pages in each mode (template first), and the "
+                        "spans decide (docs/series.md, \"Spans for the ties\") (default "
+                        "%(default)s, as patch 11's MEMMAP_AUTO_SPAN_PAGES; 0: none, as patch 11 "
+                        "before 2026-11-29)")
     p.add_argument("--nice", type=options.integer(-20, 19, note="0: unchanged"), default=d.nice,
                    help="niceness for the benchmark's own session/autogroup (e.g. -10 on a busy "
                         "shared machine; negative values need root)")
