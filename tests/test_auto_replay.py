@@ -328,6 +328,16 @@ def test_logged_rounds_are_kept_per_repetition_only_when_complete():
     full = [dict(x, rounds=3) if i == 1 else x for i, x in enumerate(logged)]
     row = bench_stats.summarize([{**s, **x} for s, x in zip(_samples("auto", [10] * 3), full)])[0]
     assert "rounds_by_rep" not in row
+    # a repetition whose ranges all ran on remembered verdicts ran no round and logs none: the
+    # others' logs are kept; with none run at all there is nothing to keep
+    served = {"rounds": 0, "stream_rounds": 0, "probe_records": 0, "probe_tmpl_ns": 0, "probe_stream_ns": 0}
+    memo = [dict({k: v for k, v in x.items() if k != "probe_rounds"}, **served) if i == 1 else x
+            for i, x in enumerate(logged)]
+    row = bench_stats.summarize([{**s, **x} for s, x in zip(_samples("auto", [10] * 3), memo)])[0]
+    assert row["rounds_by_rep"] == [[0, logged[0]["probe_rounds"]], [2, logged[2]["probe_rounds"]]]
+    none = [dict({k: v for k, v in x.items() if k != "probe_rounds"}, **served) for x in logged]
+    row = bench_stats.summarize([{**s, **x} for s, x in zip(_samples("auto", [10] * 3), none)])[0]
+    assert "rounds_by_rep" not in row
     with pytest.raises(ValueError):
         bench_stats.parse_rounds("0:1:2")
 
@@ -424,8 +434,14 @@ def test_replay_judges_logged_rounds_repetition_by_repetition():
     assert (cell["mode"], cell["source"], cell["verdict"]) == ("template", "rounds", "ok")
     assert cell["ratio_best"] == pytest.approx(1 / (1 + 256 / 65536), rel=1e-6)
     assert cell["other_share"] == pytest.approx((6 * 256 / 65536 + (65536 - 2 * 256) / 65536) / 7)
-    # a repetition without its rounds: the probes' sums judge the whole cell
+    # a repetition that ran no round (summarize() leaves it out: its ranges all ran on remembered
+    # verdicts) follows those that learned: it streams their mean share
     auto["rounds_by_rep"] = auto["rounds_by_rep"][1:]
+    cell = auto_replay.replay_cell(POLICY, tmpl, stream, auto, 0)
+    assert (cell["source"], cell["mode"]) == ("rounds, remembered", "template")
+    assert cell["other_share"] == pytest.approx((5 * 256 / 65536 + (65536 - 2 * 256) / 65536) / 6)
+    # without any round logged the probes' sums judge the whole cell
+    del auto["rounds_by_rep"]
     assert auto_replay.replay_cell(POLICY, tmpl, stream, auto, 0)["source"] == "probes"
 
 

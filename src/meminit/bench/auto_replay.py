@@ -16,7 +16,8 @@ range, i.e. the replay then judges the schedule's cost assuming the probes see w
 ("assumed"), which the live sweep on this machine checks (`probe T/S` against `range T/S`).
 
 Where the sweep logged every round (`probe_rounds=`, bench since 2026-11-27), the verdicts are
-judged round by round instead ("rounds"): each round's own pieces against the rule, its early end
+judged round by round instead ("rounds"; "rounds, remembered" where repetitions that ran none
+follow those that did): each round's own pieces against the rule, its early end
 included, and per repetition the share of the records each mode wrote follows from them. On several
 threads a round from chunk 2 on turns the verdict the other chunks follow only by the switch margin
 (patch 11's MEMMAP_AUTO_SWITCH_MARGIN) and runs both pairs, and the replay judges it beside each
@@ -343,8 +344,12 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
     truth = {k: all_s[k] * (policy.margin_den - 1) > all_t[k] * policy.margin_den for k in all_t.keys() & all_s.keys()}
     logged = _logged_shares(policy, auto, records, order, tmpl["threads"], late, truth)
     share = None
+    if logged and None not in keys and not logged.keys() >= set(keys):
+        # repetitions that ran no round (summarize() leaves them out: all their ranges ran on
+        # remembered verdicts) follow those that learned, as learning_share() models them
+        logged, source = {k: logged.get(k, statistics.fmean(logged.values())) for k in keys}, "remembered"
     if logged and None not in keys and all(k in logged for k in keys):
-        shares, source = logged, "rounds"
+        shares, source = logged, "rounds, remembered" if source == "remembered" else "rounds"
         # over every repetition, as the sweep's streamed share counts it (the pairs leave out
         # the disturbed ones)
         share = statistics.fmean(logged.values())

@@ -97,11 +97,12 @@ def summarize(samples: list[dict]) -> list[dict]:
                 row["probe_stream_ns"] = sum(s["probe_stream_ns"] for s in members)
                 row["probe_records"] = sum(s["probe_records"] for s in members)
             # each round the learning auto ran, per repetition (the bench's probe_rounds=, kept
-            # as text), where the bench logged all of them
-            logged = [[s.get("rep", i), s["probe_rounds"]] for i, s in enumerate(members)
-                      if isinstance(s.get("probe_rounds"), str)]
-            if len(logged) == len(members) and \
-                    all(len(parse_rounds(text)) == s["rounds"] for (_, text), s in zip(logged, members)):
+            # as text), where the bench logged all of them; a repetition whose ranges all ran
+            # on remembered verdicts (--auto-memo) ran none and logs none
+            ran = [(s.get("rep", i), s) for i, s in enumerate(members) if s["rounds"]]
+            logged = [[rep, s["probe_rounds"]] for rep, s in ran if isinstance(s.get("probe_rounds"), str)]
+            if logged and len(logged) == len(ran) and \
+                    all(len(parse_rounds(text)) == s["rounds"] for (_, text), (_, s) in zip(logged, ran)):
                 row["rounds_by_rep"] = logged
         rows.append(row)
     return rows
