@@ -43,6 +43,15 @@ def test_rounds_are_grouped_by_the_mode_they_began_under():
     assert quarter[0]["by_before"][0]["streamed"] == 0.0
 
 
+def test_a_rounds_logged_spans_decide_it():
+    # chunk 0 tied in its pieces (streaming 5 % ahead) and left to spans that found template a
+    # third faster: not a streaming round, though the pieces alone would stream
+    tied = "0:100:100:95:100:95:0:-1:300:400"
+    for policy, streamed in ((auto_replay.Policy(), 0.0), (auto_replay.Policy(span=0), 1.0)):
+        cells = round_conditions.by_condition(policy, _run([[0, tied]]))
+        assert cells[0]["by_before"][-1]["streamed"] == streamed
+
+
 def test_logs_without_the_mode_are_left_out():
     run = _run([[0, "0:100:100:100:100:100,2:100:120:100:130:90"]])
     assert round_conditions.by_condition(auto_replay.Policy(), run) == []

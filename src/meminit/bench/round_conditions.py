@@ -15,7 +15,7 @@ import math
 import statistics
 from collections import defaultdict
 
-from meminit.bench import auto_replay, bench_stats, replay_runs
+from meminit.bench import auto_replay, auto_spans, bench_stats, replay_runs
 from meminit.bench.recorded_runs import RecordedRun
 from meminit.core import units
 
@@ -26,7 +26,8 @@ def by_condition(policy: auto_replay.Policy, run: RecordedRun) -> list[dict]:
     """Per configuration whose sweep logged the mode each round began under: per mode (none
     yet, template, streaming) the rounds, the geometric mean of template's over streaming's
     faster piece and the share of rounds whose verdict was streaming (the policy's rules, late
-    rounds included), beside the range's own template over streaming time."""
+    rounds included; a round's logged spans decide it where the policy takes spans), beside the
+    range's own template over streaming time."""
     idx = replay_runs.configurations(run.rows)
     out = []
     for (strategy, layout, dest, size, threads), row in idx.items():
@@ -44,6 +45,8 @@ def by_condition(policy: auto_replay.Policy, run: RecordedRun) -> list[dict]:
                     if auto_replay.timed_beside_others(threads, rnd.chunk) and rnd.before >= 0 else None
                 won, _pairs = auto_replay.round_verdict(policy, rnd, late is not None and rnd.chunk >= late,
                                                         beside)
+                if policy.span and rnd.span_tmpl_ns and rnd.span_stream_ns:
+                    won = bool(auto_spans.span_streams(policy, rnd, None))
                 groups[rnd.before].append((math.log(t_ns / s_ns), won))
         if not groups:
             continue
