@@ -344,12 +344,13 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
     truth = {k: all_s[k] * (policy.margin_den - 1) > all_t[k] * policy.margin_den for k in all_t.keys() & all_s.keys()}
     logged = _logged_shares(policy, auto, records, order, tmpl["threads"], late, truth)
     share = None
-    if logged and None not in keys and not logged.keys() >= set(keys):
-        # repetitions that ran no round (summarize() leaves them out: all their ranges ran on
-        # remembered verdicts) follow those that learned, as learning_share() models them
-        logged, source = {k: logged.get(k, statistics.fmean(logged.values())) for k in keys}, "remembered"
+    # repetitions summarize() left out (no round: all on remembered verdicts) follow those that learned
+    remembered = logged is not None and None not in keys and not logged.keys() >= set(keys)
+    if logged is not None and remembered:
+        mean = statistics.fmean(logged.values())
+        logged = {k: logged.get(k, mean) for k in keys}
     if logged and None not in keys and all(k in logged for k in keys):
-        shares, source = logged, "rounds, remembered" if source == "remembered" else "rounds"
+        shares, source = logged, "rounds, remembered" if remembered else "rounds"
         # over every repetition, as the sweep's streamed share counts it (the pairs leave out
         # the disturbed ones)
         share = statistics.fmean(logged.values())
