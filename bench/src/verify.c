@@ -449,9 +449,9 @@ static uint64_t span_quarter_clock(void)
  * --auto-span (one thread, no memo, no late rounds; spans of 256 struct
  * pages, which fit with their lead-in after a round in the chunks here,
  * 2560 records, 5120 of order 9 whose pieces are a compound page): every
- * round whose
- * pieces tie times its spans, and they decide against the pieces; a round
- * the pieces decide, early or by more than the quarter, times none.
+ * round whose pieces tie times its spans, and they decide against the
+ * pieces; a round the pieces decide, early or by more than the quarter,
+ * times none.
  */
 static void verify_auto_span(char *buf, const char *ref, size_t size, unsigned long nr,
 			     int order, int pre, const char *layout, const char *tname)
