@@ -200,10 +200,11 @@ def readme_with_table(readme: str, table: str) -> str:
 
 def replay_report(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Policy) -> tuple[str, bool]:
     """Per recorded run: every configuration the replay judges, and its worst cell; whether
-    every judged cell met the bar. The configurations of a run whose rounds timed another
+    every judged cell of a split the kernel makes met the bar (forced splits' misses are
+    counted, not claimed). The configurations of a run whose rounds timed another
     order than the policy's are shown, not judged (replay_runs.NOT_JUDGED)."""
     out, every = [], True
-    aside_cells = aside_runs = 0
+    aside_cells = aside_runs = forced_misses = 0
     for run in runs:
         cells = replay_runs.replay_rows(policy, run.rows, run.llc_bytes, run.probes_judge(policy.order),
                                         run.auto_span == policy.span)
@@ -212,8 +213,9 @@ def replay_report(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Pol
             continue
         judged = [c for c in cells if c["verdict"] != replay_runs.NOT_JUDGED]
         misses = [c for c in judged if c["verdict"] == "MISS"]
-        every &= not misses
         forced = sum(c["forced"] for c in misses)
+        every &= forced == len(misses)  # the bar is claimed for the splits the kernel makes
+        forced_misses += forced
         head = f"{run.name} ({run.cpu}): "
         if judged:
             head += f"bar met in {len(judged) - len(misses)}/{len(judged)}"
@@ -243,12 +245,16 @@ def replay_report(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Pol
         out.append(f"not judged: {aside_cells} configurations of {aside_runs} runs whose probes timed "
                    f"rounds of another order than {policy.order}, which cannot say what its rounds see "
                    "(figures shown as assumed)\n")
+    if forced_misses:
+        out.append(f"not claimed: {forced_misses} misses of two-thread splits the kernel makes only when "
+                   "memmap_init_threads forces them (docs/series.md, 'The decision')\n")
     return "\n".join(out), every
 
 
 def replay(policy: auto_replay.Policy, more_runs: list[Path], check: bool = False) -> int:
     """The learning auto replayed over every recorded sweep and `more_runs`, printed; with
-    `check`, 1 if a configuration misses the bar."""
+    `check`, 1 if a configuration of a split the kernel makes misses the bar (forced splits are
+    shown and counted, not claimed)."""
     runs = recorded_runs.recorded_runs(more_runs)
     text, every = replay_report(runs, policy)
     print(f"the learning auto replayed ({policy}) over {len(runs)} recorded runs: x best, x template "
@@ -265,7 +271,8 @@ def replay(policy: auto_replay.Policy, more_runs: list[Path], check: bool = Fals
           f"{', '.join(auto_replay.JUDGED_DESTS)} (readback, each chunk read back during the "
           f"init, stands for no caller)\n")
     print(text, end="")
-    print("every judged configuration met the bar" if every else "some configurations missed the bar")
+    print("every judged configuration of a split the kernel makes met the bar" if every
+          else "some configurations of splits the kernel makes missed the bar")
     return 0 if every or not check else 1
 
 

@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--date", help="add, for a table.txt: when the run was made (UTC)")
     p.add_argument("--note", help="add, for a table.txt: what the run lacks or how it was made")
     p.add_argument("--check", action="store_true", help="table: fail if bench/RESULTS.md is out of step; "
-                   "replay: fail if a configuration misses the bar")
+                   "replay: fail if a configuration of a split the kernel makes misses the bar")
     p.add_argument("--probe", type=options.integer(), default=auto_replay.Policy.probe,
                    help="replay: struct pages per timed probe piece (default %(default)s, as patch 11)")
     p.add_argument("--lead", type=options.integer(0, note="0: none"), default=auto_replay.Policy.lead,
