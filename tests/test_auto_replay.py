@@ -585,5 +585,14 @@ def test_replay_claims_the_bar_for_the_splits_the_kernel_makes():
         text, every = bench_results.replay_report([run], POLICY)
         assert "bar met in 0/1" in text and "MISS" in text
         assert every != claimed
-        assert ("not claimed: 1 misses of two-thread splits" in text) != claimed
+        assert ("counted apart: 1 miss of two-thread splits" in text) != claimed
         assert ("1 of the misses on threads the kernel uses there only when forced" in text) != claimed
+    # both in one run: the miss of the split the kernel makes still fails it
+    both = []
+    for threads in (1, 2):
+        both += [{**bench_stats.summarize(_samples(strategy, rates, threads=threads))[0], **extra}
+                 for strategy, rates, extra in (("template", [20] * 7, {}), ("movntdq", [10] * 7, {}),
+                                                ("auto", [10] * 7, sums))]
+    text, every = bench_results.replay_report([recorded_runs.RecordedRun("run", "Test CPU", both,
+                                                                         round_order="lead-first")], POLICY)
+    assert not every and "bar met in 0/2 (1 of the misses on threads" in text and "counted apart: 1 miss " in text

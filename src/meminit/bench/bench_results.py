@@ -246,8 +246,9 @@ def replay_report(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Pol
                    f"rounds of another order than {policy.order}, which cannot say what its rounds see "
                    "(figures shown as assumed)\n")
     if forced_misses:
-        out.append(f"not claimed: {forced_misses} misses of two-thread splits the kernel makes only when "
-                   "memmap_init_threads forces them (docs/series.md, 'The decision')\n")
+        out.append(f"counted apart: {forced_misses} {'miss' if forced_misses == 1 else 'misses'} of two-thread "
+                   "splits the kernel makes only when memmap_init_threads forces them (docs/series.md, "
+                   "'The decision')\n")
     return "\n".join(out), every
 
 
