@@ -572,27 +572,28 @@ def test_replay_of_a_span_sweep_reproduces_what_it_streamed_on_one_thread():
     assert checked == 12 and spanned >= 5
 
 
-def test_replay_claims_the_bar_for_the_splits_the_kernel_makes():
-    # the same miss (probes that saw streaming faster where template copies the range twice as
-    # fast) on one thread fails the report; on two threads of a 4 MiB memmap, a split the
-    # kernel makes only when memmap_init_threads forces it, it is shown and counted, not claimed
+def _missed_rows(threads):
+    # a 4 MiB configuration whose probes saw streaming faster where template copies the range
+    # twice as fast: a miss
     sums = {"probe_tmpl_ns": 2000, "probe_stream_ns": 1000, "probe_records": 256}
+    return [{**bench_stats.summarize(_samples(strategy, rates, threads=threads))[0], **extra}
+            for strategy, rates, extra in (("template", [20] * 7, {}), ("movntdq", [10] * 7, {}),
+                                           ("auto", [10] * 7, sums))]
+
+
+def test_replay_claims_the_bar_for_the_splits_the_kernel_makes():
+    # the same miss on one thread fails the report; on two threads of a 4 MiB memmap, a split
+    # the kernel makes only when memmap_init_threads forces it, it is shown and counted, not
+    # claimed
     for threads, claimed in ((1, True), (2, False)):
-        rows = [{**bench_stats.summarize(_samples(strategy, rates, threads=threads))[0], **extra}
-                for strategy, rates, extra in (("template", [20] * 7, {}), ("movntdq", [10] * 7, {}),
-                                               ("auto", [10] * 7, sums))]
-        run = recorded_runs.RecordedRun("run", "Test CPU", rows, round_order="lead-first")
+        run = recorded_runs.RecordedRun("run", "Test CPU", _missed_rows(threads), round_order="lead-first")
         text, every = bench_results.replay_report([run], POLICY)
         assert "bar met in 0/1" in text and "MISS" in text
         assert every != claimed
         assert ("counted apart: 1 miss of two-thread splits" in text) != claimed
         assert ("1 of the misses on threads the kernel uses there only when forced" in text) != claimed
     # both in one run: the miss of the split the kernel makes still fails it
-    both = []
-    for threads in (1, 2):
-        both += [{**bench_stats.summarize(_samples(strategy, rates, threads=threads))[0], **extra}
-                 for strategy, rates, extra in (("template", [20] * 7, {}), ("movntdq", [10] * 7, {}),
-                                                ("auto", [10] * 7, sums))]
+    both = _missed_rows(1) + _missed_rows(2)
     text, every = bench_results.replay_report([recorded_runs.RecordedRun("run", "Test CPU", both,
                                                                          round_order="lead-first")], POLICY)
     assert not every and "bar met in 0/2 (1 of the misses on threads" in text and "counted apart: 1 miss " in text
