@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from meminit.bench import auto_replay, bench_render, bench_results, bench_stats, benchbin, recorded_runs, replay_runs
+from meminit.bench.memmap_layouts import LAYOUTS, O0, O9, O9DEDUP
 
 DATA = Path(__file__).parent / "data"
 
@@ -82,18 +83,30 @@ def test_schedule_counts_the_lead_ins_whole_compound_pages_and_chunk_1_only_on_t
     # 4 MiB of struct pages, 128 MiB chunks: two chunks; one thread has chunk 0's verdict when
     # it reaches chunk 1, so one round; on two threads chunk 1 starts with a round of its own.
     # A round is two pairs, each a template lead-in, a template and a streaming piece
-    assert auto_replay.schedule(POLICY, 65536, 0) == (2 * (256 + 256), 2 * 256)
-    assert auto_replay.schedule(POLICY, 65536, 0, threads=2) == (2 * 2 * (256 + 256), 2 * 2 * 256)
+    assert auto_replay.schedule(POLICY, 65536, O0) == (2 * (256 + 256), 2 * 256)
+    assert auto_replay.schedule(POLICY, 65536, O0, threads=2) == (2 * 2 * (256 + 256), 2 * 2 * 256)
     # order 9: the lead-ins and every piece are one 512-page compound page
-    assert auto_replay.schedule(POLICY, 65536, 9) == (2 * (512 + 512), 2 * 512)
+    assert auto_replay.schedule(POLICY, 65536, O9) == (2 * (512 + 512), 2 * 512)
     # 1 GiB: chunks 0, 2, 4, 8 ... 256 of 512 probe (and 1 on two threads)
-    assert auto_replay.schedule(POLICY, 1 << 24, 0)[1] == 9 * 2 * 256
-    assert auto_replay.schedule(POLICY, 1 << 24, 0, threads=2)[1] == 10 * 2 * 256
+    assert auto_replay.schedule(POLICY, 1 << 24, O0)[1] == 9 * 2 * 256
+    assert auto_replay.schedule(POLICY, 1 << 24, O0, threads=2)[1] == 10 * 2 * 256
     # a range with no chunk large enough for a round is template only
-    assert auto_replay.schedule(POLICY, 1000, 0) == (0, 0)
+    assert auto_replay.schedule(POLICY, 1000, O0) == (0, 0)
     # rounds that end after their first pair, whichever mode it found faster by far
-    assert auto_replay.schedule(POLICY, 65536, 0, early=True) == (256 + 256, 256)
-    assert auto_replay.schedule(POLICY, 65536, 9, early=True) == (512 + 512, 512)
+    assert auto_replay.schedule(POLICY, 65536, O0, early=True) == (256 + 256, 256)
+    assert auto_replay.schedule(POLICY, 65536, O9, early=True) == (512 + 512, 512)
+
+
+def test_a_deduplicated_layout_counts_the_struct_pages_it_writes():
+    # x86-64's deduplicated order-9 memmap writes 128 of each compound page's 512 struct pages:
+    # a piece of 256 written is two compound pages, and a section's chunk (32768 PFNs, 64
+    # compound pages) writes 8192, so 4 MiB written is 8 chunks with rounds in 0, 2 and 4
+    assert O9DEDUP.whole(256) == 256 and O9.whole(256) == 512
+    assert O9DEDUP.chunk_written(32768) == 8192 and O9.chunk_written(32768) == 32768
+    assert auto_replay.schedule(POLICY, 65536, O9DEDUP) == (3 * 2 * (256 + 256), 3 * 2 * 256)
+    # the late chunk counts the chunk's written bytes, as the kernel does: 2 x 32 MiB / 512 KiB
+    assert auto_replay.late_chunk(POLICY, O9DEDUP, 32 << 20) == 128
+    assert auto_replay.late_chunk(POLICY, O9, 32 << 20) == 32
 
 
 def _row(strategy, rates, **extra):
@@ -104,16 +117,16 @@ def test_replay_uses_the_probes_where_the_sweep_recorded_them():
     tmpl, stream = _row("template", [20] * 7), _row("movntdq", [10] * 7)
     # probes that saw streaming faster, where the whole range copies twice as fast: a miss
     wrong = _row("auto", [10] * 7, probe_tmpl_ns=2000, probe_stream_ns=1000)
-    cell = auto_replay.replay_cell(POLICY, tmpl, stream, wrong, 0)
+    cell = auto_replay.replay_cell(POLICY, tmpl, stream, wrong, O0)
     assert (cell["mode"], cell["source"], cell["verdict"]) == ("streaming", "probes", "MISS")
     right = _row("auto", [20] * 7, probe_tmpl_ns=1000, probe_stream_ns=2000)
-    cell = auto_replay.replay_cell(POLICY, tmpl, stream, right, 0)
+    cell = auto_replay.replay_cell(POLICY, tmpl, stream, right, O0)
     assert (cell["mode"], cell["verdict"]) == ("template", "ok")
     # template twice as fast: the one round (one thread, two chunks) ends after its first
     # pair, 256 of 65536 records streamed at half the speed
     assert cell["ratio_best"] == pytest.approx(1 / (1 + 256 / 65536), rel=1e-6)
     close = _row("auto", [20] * 7, probe_tmpl_ns=1000, probe_stream_ns=1500)
-    cell = auto_replay.replay_cell(POLICY, tmpl, stream, close, 0)
+    cell = auto_replay.replay_cell(POLICY, tmpl, stream, close, O0)
     assert cell["ratio_best"] == pytest.approx(1 / (1 + 512 / 65536), rel=1e-6)
 
 
@@ -123,18 +136,18 @@ def test_replay_of_tied_probe_sums_judges_the_sweeps_own_auto():
     # the rounds split and the sweep's auto streamed 91 %, at these rates per repetition
     rates = [24.5, 23.0, 24.0, 23.5, 22.0, 24.2, 23.8]
     auto = _row("auto", rates, probe_tmpl_ns=1013, probe_stream_ns=1000, streamed_share=0.91)
-    cell = auto_replay.replay_cell(POLICY, tmpl, stream, auto, 0)
+    cell = auto_replay.replay_cell(POLICY, tmpl, stream, auto, O0)
     assert (cell["mode"], cell["source"]) == ("streaming", "live")
     assert cell["ratio_best"] == pytest.approx(23.8 / 24, rel=1e-3)
     assert cell["ratio_template"] == pytest.approx(23.8 / 18, rel=1e-3)
     assert cell["other_share"] == pytest.approx(0.09) and cell["verdict"] == "ok"
     # the same auto with a margin's worth between the sums: the sums decide, as before
     auto.update(probe_tmpl_ns=1000, probe_stream_ns=1100)
-    cell = auto_replay.replay_cell(POLICY, tmpl, stream, auto, 0)
+    cell = auto_replay.replay_cell(POLICY, tmpl, stream, auto, O0)
     assert (cell["mode"], cell["source"], cell["verdict"]) == ("template", "probes", "MISS")
     # a tie in a summary without repetitions has no pairs to go on: the sums decide
     auto.update(probe_tmpl_ns=1013, probe_stream_ns=1000, by_rep=[])
-    assert auto_replay.replay_cell(POLICY, tmpl, stream, auto, 0)["source"] == "probes"
+    assert auto_replay.replay_cell(POLICY, tmpl, stream, auto, O0)["source"] == "probes"
     # a run whose auto timed spans the policy does not (or the other way round): its own auto
     # ran another rule and cannot stand in for the tie
     tied = _row("auto", rates, probe_tmpl_ns=1013, probe_stream_ns=1000, streamed_share=0.91)
@@ -145,7 +158,7 @@ def test_replay_of_tied_probe_sums_judges_the_sweeps_own_auto():
 
 def test_replay_without_probes_assumes_them_right_and_charges_the_schedule():
     tmpl, stream = _row("template", [8] * 7), _row("movntdq", [22] * 7)
-    cell = auto_replay.replay_cell(POLICY, tmpl, stream, None, 0)
+    cell = auto_replay.replay_cell(POLICY, tmpl, stream, None, O0)
     assert (cell["mode"], cell["source"]) == ("streaming", "assumed")
     # streaming 2.75x faster: decisive, the one round ends after its first pair, whose lead-in
     # and template piece (512 of 65536 records) cost 1.4 %
@@ -154,7 +167,7 @@ def test_replay_without_probes_assumes_them_right_and_charges_the_schedule():
     assert cell["verdict"] == "ok"
     # on two threads the kernel splits only ranges of 16 MiB of struct pages or more
     assert not cell["forced"]
-    two = auto_replay.replay_cell(POLICY, {**tmpl, "threads": 2}, {**stream, "threads": 2}, None, 0)
+    two = auto_replay.replay_cell(POLICY, {**tmpl, "threads": 2}, {**stream, "threads": 2}, None, O0)
     assert two["forced"] and two["other_share"] == pytest.approx(2 * other)  # two rounds
     assert two["ratio_best"] == pytest.approx(1 / ((1 - 2 * other) + 2 * other * 22 / 8), rel=1e-6)
 
@@ -169,7 +182,7 @@ def test_remembered_verdicts_charge_the_rounds_of_one_range_in_memo():
     assert auto_replay.learning_share(memo, 16 * 65536) == 1.0
     assert auto_replay.learning_share(auto_replay.Policy(memo=1), 65536) == 1.0
     tmpl, stream = _row("template", [8] * 7), _row("movntdq", [22] * 7)
-    cell = auto_replay.replay_cell(memo, tmpl, stream, None, 0)
+    cell = auto_replay.replay_cell(memo, tmpl, stream, None, O0)
     # the round's lead-in and template piece in two ranges of 16
     other = 512 / 65536 * 2 / 16
     assert cell["other_share"] == pytest.approx(other)
@@ -239,16 +252,16 @@ def test_replay_judges_the_callers_states_not_the_per_chunk_read_back():
 
 def test_late_rounds_stream_past_twice_the_llc_unless_template_is_a_quarter_faster():
     # 1 GiB of struct pages in 2 MiB chunks; under a 32 MiB LLC chunk 32 is the first late one
-    assert auto_replay.late_chunk(POLICY, 0, 32 << 20) == 32
-    assert auto_replay.late_chunk(POLICY, 0, None) is None
-    assert auto_replay.late_chunk(auto_replay.Policy(late_llcs=0), 0, 32 << 20) is None
+    assert auto_replay.late_chunk(POLICY, O0, 32 << 20) == 32
+    assert auto_replay.late_chunk(POLICY, O0, None) is None
+    assert auto_replay.late_chunk(auto_replay.Policy(late_llcs=0), O0, 32 << 20) is None
     # probes that put template 20 % ahead: early rounds keep template, late ones stream
     assert not auto_replay.streams(POLICY, 1000, 1200)
     assert auto_replay.streams(POLICY, 1000, 1200, late=True)
     assert not auto_replay.streams(POLICY, 1000, 1334, late=True)
     # chunks 0-31 template, 32-511 streaming, but for the rounds' pieces in the other mode
     records = 1 << 24
-    tmpl, stream = auto_replay.split(POLICY, records, 0, (False, True), late=32)
+    tmpl, stream = auto_replay.split(POLICY, records, O0, (False, True), late=32)
     assert tmpl + stream == records
     rounds_before, rounds_after = 5, 4  # chunks 0, 2, 4, 8, 16 and 32, 64, 128, 256
     assert tmpl == 31 * 32768 + 32768 - rounds_before * 2 * 256 + rounds_after * 2 * 512
@@ -257,9 +270,9 @@ def test_late_rounds_stream_past_twice_the_llc_unless_template_is_a_quarter_fast
     t = {**_row("template", [20.0] * 7), "size": size}
     s = {**_row("movntdq", [21.4] * 7), "size": size}
     probes = _row("auto", [20] * 7, probe_tmpl_ns=1000, probe_stream_ns=1200)
-    cell = auto_replay.replay_cell(POLICY, t, s, probes, 0, 32 << 20)
+    cell = auto_replay.replay_cell(POLICY, t, s, probes, O0, 32 << 20)
     assert cell["mode"] == "template, late streaming" and cell["verdict"] == "ok"
-    cell = auto_replay.replay_cell(POLICY, t, s, probes, 0, None)
+    cell = auto_replay.replay_cell(POLICY, t, s, probes, O0, None)
     assert cell["mode"] == "template" and cell["verdict"] == "MISS"
 
 
@@ -304,10 +317,10 @@ def test_late_rounds_end_early_only_with_streaming():
     # template three times as fast over 1 GiB: rounds before chunk 32 stop after a pair, the
     # four late ones (32, 64, 128, 256) run both pairs; streaming that fast: all stop early
     records = 1 << 24
-    tmpl, stream = auto_replay.split(POLICY, records, 0, (False, False), early=True, late=32,
+    tmpl, stream = auto_replay.split(POLICY, records, O0, (False, False), early=True, late=32,
                                      early_late=False)
     assert stream == 5 * 256 + 4 * 2 * 256
-    tmpl, stream = auto_replay.split(POLICY, records, 0, (True, True), early=True, late=32)
+    tmpl, stream = auto_replay.split(POLICY, records, O0, (True, True), early=True, late=32)
     assert tmpl == 9 * (256 + 256)
 
 
@@ -362,21 +375,21 @@ def test_streamed_share_follows_each_logged_round_over_its_chunks():
     records, chunk = 1 << 20, 32768
     tie, fast = (900, 100, 100, 100, 100), (900, 100, 60, 100, 60)  # streaming, not decisive
     rounds = [(0, *tie), (2, *tie), (4, *tie), (8, *tie), (16, *fast)]
-    share = auto_replay.streamed_by_rounds(POLICY, records, 0, 1, None, rounds)
+    share = auto_replay.streamed_by_rounds(POLICY, records, O0, 1, None, rounds)
     pieces = 5 * 2 * 256  # streaming pieces of the five rounds (none decisive: lead-in 9x)
     tmpl_pieces = 2 * (256 + 256)
     assert share == pytest.approx((pieces + 16 * chunk - 2 * 256 - tmpl_pieces) / records)
     # the same rounds, streaming's only in half of the fills: chunk 16 on streams half as much
     half = rounds + [(0, *tie), (2, *tie), (4, *tie), (8, *tie), (16, *tie)]
-    assert auto_replay.streamed_by_rounds(POLICY, records, 0, 1, None, half) == \
+    assert auto_replay.streamed_by_rounds(POLICY, records, O0, 1, None, half) == \
         pytest.approx((pieces + 8 * chunk - 256 - tmpl_pieces / 2) / records)
     # a round of chunk 1 that a second thread ran in one fill of two: chunk 1 streams half the time
     two = [(0, *tie), (1, *fast), (0, *tie)]
-    share = auto_replay.streamed_by_rounds(POLICY, 65536, 0, 2, None, two)
+    share = auto_replay.streamed_by_rounds(POLICY, 65536, O0, 2, None, two)
     assert share == pytest.approx((2 * 256 + (chunk - 2 * 256 - 2 * 512) / 2 + 2 * 256 / 2) / 65536)
-    assert auto_replay.streamed_by_rounds(POLICY, records, 0, 1, None, [(2, *tie)]) is None
+    assert auto_replay.streamed_by_rounds(POLICY, records, O0, 1, None, [(2, *tie)]) is None
     # late from chunk 16 on: its tie streams there (template must be a quarter faster to keep it)
-    late = auto_replay.streamed_by_rounds(POLICY, records, 0, 1, 16, [(0, *tie), (2, *tie), (4, *tie), (8, *tie),
+    late = auto_replay.streamed_by_rounds(POLICY, records, O0, 1, 16, [(0, *tie), (2, *tie), (4, *tie), (8, *tie),
                                                                        (16, *tie)])
     assert late == pytest.approx((pieces + 16 * chunk - 2 * 256 - tmpl_pieces) / records)
 
@@ -402,19 +415,19 @@ def test_rounds_beside_other_threads_turn_the_verdict_only_by_a_quarter():
     first_s = [(0, *s_ahead), (1, *s_ahead)] + [(c, *t_ahead) for c in (2, 4, 8, 16)]
     pieces = 6 * 2 * piece  # the streaming pieces of the six rounds
     # template ahead at chunks 0 and 1: the later rounds keep it, only their pieces stream
-    assert auto_replay.streamed_by_rounds(POLICY, records, 0, 2, None, first_t) == \
+    assert auto_replay.streamed_by_rounds(POLICY, records, O0, 2, None, first_t) == \
         pytest.approx(pieces / records)
     # streaming ahead there: the later rounds keep streaming, all but the rounds' lead-ins and
     # template pieces stream
-    assert auto_replay.streamed_by_rounds(POLICY, records, 0, 2, None, first_s) == \
+    assert auto_replay.streamed_by_rounds(POLICY, records, O0, 2, None, first_s) == \
         pytest.approx((records - 6 * 2 * 2 * piece) / records)
     # without the rule chunk 2's round turns the verdict either way
     no_rule = auto_replay.Policy(memo=0, switch_margin_den=0, span=0)
-    assert auto_replay.streamed_by_rounds(no_rule, records, 0, 2, None, first_t) > 0.9
-    assert auto_replay.streamed_by_rounds(no_rule, records, 0, 2, None, first_s) < 0.1
+    assert auto_replay.streamed_by_rounds(no_rule, records, O0, 2, None, first_t) > 0.9
+    assert auto_replay.streamed_by_rounds(no_rule, records, O0, 2, None, first_s) < 0.1
     # one thread has no other writer: chunk 2's round turns it
     alone = [r for r in first_t if r[0] != 1]
-    assert auto_replay.streamed_by_rounds(POLICY, records, 0, 1, None, alone) > 0.9
+    assert auto_replay.streamed_by_rounds(POLICY, records, O0, 1, None, alone) > 0.9
     # beside other threads' writes a decisive first pair does not end the round: the second
     # pair (a tie here) decides, and is charged
     decisive = (8, 900, 100, 300, 100, 100)
@@ -430,19 +443,19 @@ def test_replay_judges_logged_rounds_repetition_by_repetition():
     wrong, right = "0:9000:100:300:0:0", "0:9000:3000:100:3000:100"
     auto = _row("auto", [20] * 7, probe_tmpl_ns=2000, probe_stream_ns=1000,
                 rounds_by_rep=[[k, right if k == 3 else wrong] for k in range(7)])
-    cell = auto_replay.replay_cell(POLICY, tmpl, stream, auto, 0)
+    cell = auto_replay.replay_cell(POLICY, tmpl, stream, auto, O0)
     assert (cell["mode"], cell["source"], cell["verdict"]) == ("template", "rounds", "ok")
     assert cell["ratio_best"] == pytest.approx(1 / (1 + 256 / 65536), rel=1e-6)
     assert cell["other_share"] == pytest.approx((6 * 256 / 65536 + (65536 - 2 * 256) / 65536) / 7)
     # a repetition that ran no round (summarize() leaves it out: its ranges all ran on remembered
     # verdicts) follows those that learned: it streams their mean share
     auto["rounds_by_rep"] = auto["rounds_by_rep"][1:]
-    cell = auto_replay.replay_cell(POLICY, tmpl, stream, auto, 0)
+    cell = auto_replay.replay_cell(POLICY, tmpl, stream, auto, O0)
     assert (cell["source"], cell["mode"]) == ("rounds, remembered", "template")
     assert cell["other_share"] == pytest.approx((5 * 256 / 65536 + (65536 - 2 * 256) / 65536) / 6)
     # without any round logged the probes' sums judge the whole cell
     del auto["rounds_by_rep"]
-    assert auto_replay.replay_cell(POLICY, tmpl, stream, auto, 0)["source"] == "probes"
+    assert auto_replay.replay_cell(POLICY, tmpl, stream, auto, O0)["source"] == "probes"
 
 
 def test_replay_of_logged_rounds_reproduces_what_the_sweep_streamed_on_one_thread():
@@ -458,9 +471,9 @@ def test_replay_of_logged_rounds_reproduces_what_the_sweep_streamed_on_one_threa
         for row in run.rows:
             if row.get("strategy") != "auto" or row["threads"] != 1 or "rounds_by_rep" not in row:
                 continue
-            order = 0 if row["layout"] == "o0" else 9
-            late = auto_replay.late_chunk(POLICY, order, run.llc_bytes)
-            shares = [auto_replay.streamed_by_rounds(POLICY, row["size"] // 64, order, 1, late,
+            layout = LAYOUTS[row["layout"]]
+            late = auto_replay.late_chunk(POLICY, layout, run.llc_bytes)
+            shares = [auto_replay.streamed_by_rounds(POLICY, row["size"] // 64, layout, 1, late,
                                                      bench_stats.parse_rounds(text))
                       for _rep, text in row["rounds_by_rep"]]
             assert sum(shares) / len(shares) == pytest.approx(row["streamed_share"], abs=1e-9), row
@@ -499,30 +512,30 @@ def test_spans_settle_a_tie_and_are_charged_in_both_modes():
     # 4 MiB of order-0 struct pages on one thread: one round (chunk 0), spans of 4096
     policy, records, span = auto_replay.Policy(memo=0, span=4096), 65536, 4096
     tie = (0, 900, 100, 100, 100, 95)  # streaming ahead by 5 %: within a quarter
-    assert auto_replay.streamed_by_rounds(POLICY, records, 0, 1, None, [tie]) == \
+    assert auto_replay.streamed_by_rounds(POLICY, records, O0, 1, None, [tie]) == \
         pytest.approx(1 - (2 * (256 + 256)) / records)
     # the spans the sweep logged say template: the rest of the range goes template
     logged = tie + (0, -1, 1400, 1500)
-    assert auto_replay.streamed_by_rounds(policy, records, 0, 1, None, [logged]) == \
+    assert auto_replay.streamed_by_rounds(policy, records, O0, 1, None, [logged]) == \
         pytest.approx((2 * 256 + span) / records)
     # no spans logged: the repetition's own ranges decide; without them nothing can
-    assert auto_replay.streamed_by_rounds(policy, records, 0, 1, None, [tie], range_streams=False) == \
+    assert auto_replay.streamed_by_rounds(policy, records, O0, 1, None, [tie], range_streams=False) == \
         pytest.approx((2 * 256 + span) / records)
     # streaming: all but the round's lead-ins and template pieces, the spans' lead-in and template
-    assert auto_replay.streamed_by_rounds(policy, records, 0, 1, None, [tie], range_streams=True) == \
+    assert auto_replay.streamed_by_rounds(policy, records, O0, 1, None, [tie], range_streams=True) == \
         pytest.approx(1 - (2 * (256 + 256) + 256 + span) / records)
-    assert auto_replay.streamed_by_rounds(policy, records, 0, 1, None, [tie]) is None
+    assert auto_replay.streamed_by_rounds(policy, records, O0, 1, None, [tie]) is None
     # pieces a quarter apart, an early end, a late round: no spans
     for rnd, late in (((0, 900, 100, 100, 100, 74), None), ((0, 900, 100, 300, 0, 0), None), (tie, 0)):
-        assert auto_replay.streamed_by_rounds(policy, records, 0, 1, late, [rnd]) == \
-            auto_replay.streamed_by_rounds(POLICY, records, 0, 1, late, [rnd])
+        assert auto_replay.streamed_by_rounds(policy, records, O0, 1, late, [rnd]) == \
+            auto_replay.streamed_by_rounds(POLICY, records, O0, 1, late, [rnd])
     # a chunk with no room for a lead-in and both spans after the round times none: chunk 0's
     # 32768 records leave 31232 after the round, room for spans of 15488 and not 15489
     fits, short = (auto_replay.Policy(memo=0, span=n) for n in (15488, 15489))
-    assert auto_replay.streamed_by_rounds(fits, records, 0, 1, None, [tie], range_streams=False) == \
+    assert auto_replay.streamed_by_rounds(fits, records, O0, 1, None, [tie], range_streams=False) == \
         pytest.approx((2 * 256 + 15488) / records)
-    assert auto_replay.streamed_by_rounds(short, records, 0, 1, None, [tie]) == \
-        auto_replay.streamed_by_rounds(POLICY, records, 0, 1, None, [tie])
+    assert auto_replay.streamed_by_rounds(short, records, O0, 1, None, [tie]) == \
+        auto_replay.streamed_by_rounds(POLICY, records, O0, 1, None, [tie])
 
 
 def test_parse_rounds_reads_the_spans():
@@ -538,14 +551,14 @@ def test_tied_probe_sums_are_left_to_spans_assumed_to_see_the_range():
     # the sums a quarter apart at most (template's 10 % ahead): the spans decide, assumed right
     auto = _row("auto", [20] * 7, probe_tmpl_ns=1000, probe_stream_ns=1100)
     spans = auto_replay.Policy(memo=0, span=4096)
-    cell = auto_replay.replay_cell(spans, tmpl, stream, auto, 0)
+    cell = auto_replay.replay_cell(spans, tmpl, stream, auto, O0)
     assert (cell["mode"], cell["source"]) == ("streaming", "probes, spans assumed")
     # one round (4 MiB, one thread): its template pieces, lead-ins and span, the spans' lead-in
     assert cell["other_share"] == pytest.approx((2 * (256 + 256) + 256 + 4096) / 65536)
-    assert auto_replay.replay_cell(POLICY, tmpl, stream, auto, 0)["mode"] == "template"
+    assert auto_replay.replay_cell(POLICY, tmpl, stream, auto, O0)["mode"] == "template"
     # template a third ahead: past the quarter, the pieces decide and no span is charged
     auto.update(probe_stream_ns=1340)
-    cell = auto_replay.replay_cell(spans, tmpl, stream, auto, 0)
+    cell = auto_replay.replay_cell(spans, tmpl, stream, auto, O0)
     assert (cell["mode"], cell["source"]) == ("template", "probes")
 
 
@@ -560,9 +573,9 @@ def test_replay_of_a_span_sweep_reproduces_what_it_streamed_on_one_thread():
     for row in bench_stats.summarize(out.samples):
         if row.get("strategy") != "auto":
             continue
-        order = 0 if row["layout"] == "o0" else 9
-        late = auto_replay.late_chunk(policy, order, late_llc)
-        shares = [auto_replay.streamed_by_rounds(policy, row["size"] // 64, order, 1, late,
+        layout = LAYOUTS[row["layout"]]
+        late = auto_replay.late_chunk(policy, layout, late_llc)
+        shares = [auto_replay.streamed_by_rounds(policy, row["size"] // 64, layout, 1, late,
                                                  bench_stats.parse_rounds(text))
                   for _rep, text in row["rounds_by_rep"]]
         assert sum(shares) / len(shares) == pytest.approx(row["streamed_share"], abs=1e-9), row
@@ -570,6 +583,26 @@ def test_replay_of_a_span_sweep_reproduces_what_it_streamed_on_one_thread():
                        for r in bench_stats.parse_rounds(text))
         checked += 1
     assert checked == 12 and spanned >= 5
+
+
+def test_replay_of_a_deduplicated_sweep_reproduces_what_it_streamed():
+    # a bench run of layout o9dedup (--auto-memo 0, --auto-span 4096, one thread; the Zen 3 VM,
+    # 2026-11-29): its pieces are two compound pages, 256 struct pages written, its chunks 8192
+    # written, and it times no span; replaying its logged rounds must put each record in the
+    # mode the bench did
+    out = benchbin.parse_output((DATA / "dedup-sweep-raw.txt").read_text())
+    policy = auto_replay.Policy(memo=0, span=4096)
+    checked = 0
+    for row in bench_stats.summarize(out.samples):
+        if row.get("strategy") != "auto":
+            continue
+        late = auto_replay.late_chunk(policy, O9DEDUP, int(out.info["llc_bytes"]))
+        rounds = [bench_stats.parse_rounds(text) for _rep, text in row["rounds_by_rep"]]
+        shares = [auto_replay.streamed_by_rounds(policy, row["size"] // 64, O9DEDUP, 1, late, r) for r in rounds]
+        assert sum(shares) / len(shares) == pytest.approx(row["streamed_share"], abs=1e-9), row
+        assert not any(r.span_tmpl_ns for rep in rounds for r in rep)
+        checked += 1
+    assert checked == 4
 
 
 def _missed_rows(threads):

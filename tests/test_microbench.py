@@ -339,8 +339,11 @@ def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
     ok = [l for l in proc.stdout.splitlines() if l.startswith("ok ")]
     # reference checks, every fill strategy x layout x pgmap type x thread count, every clear
     assert any(l.startswith("ok reference o9/fsdax") for l in ok)
+    # the deduplicated layout: the 384 struct pages of each compound page the kernel does not
+    # write stay poisoned in the reference, and every strategy must leave them so too
+    assert any(l.startswith("ok reference o9dedup/private") and "the unwritten ones untouched" in l for l in ok)
     for name in ("slow", "slow-saferet", "template", "movnti", "movntdq", "repmovsb"):
-        for layout in ("o0", "o9", "o9pre"):
+        for layout in ("o0", "o9", "o9pre", "o9dedup"):
             assert any(f"fill {name} layout={layout} pgmap=private threads=2" in l for l in ok), (name, layout)
             # chunk sizes that are not multiples of a compound page, rounded up to 512 pages
             for chunk in ("512", "1024"):
@@ -371,7 +374,7 @@ def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
 
 
 @pytest.mark.parametrize("bug,where", [
-    ("deferred-list", "layout=o9 "),        # prep_compound_head redone after the tails
+    ("deferred-list", "layout=o9(dedup)? "),  # prep_compound_head redone after the tails
     ("template-refcount", "layout=o0 "),    # one wrong byte in the last record
     ("clear-overrun", "FAIL clear "),       # one line written past the range
     ("chunk-align", "split=chunked/"),      # chunks not rounded to whole compound pages
@@ -429,6 +432,29 @@ def test_run_mode_output_parses(bench_binary: Path):
     assert {s["split"] for s in fills} == {"even"}
     # the order of the learning auto's rounds, which the replay reads from a raw.txt
     assert out.info["auto_order"] == "lead-first"
+
+
+def test_the_deduplicated_layout_counts_written_struct_pages_and_is_never_walked(bench_binary: Path):
+    # o9dedup: sizes count the struct pages written, a quarter of the range's PFNs; auto's
+    # pieces are two compound pages, 1024 PFNs of 256 written struct pages; a section's chunk
+    # of 32768 PFNs has no room for spans; walked and readback are skipped with a reason
+    proc = subprocess.run([str(bench_binary), "run", "--sizes", "1M", "--reps", "1", "--threads", "1",
+                           "--dests", "cold,warm,walked,readback", "--layouts", "o9dedup", "--split", "chunked",
+                           "--fill", "template,auto", "--auto-span", "4096", "--auto-memo", "0",
+                           "--clear", "none", "--clear-size", "2M", "--fault", "none", "--evict-bytes", "4M"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = benchbin.parse_output(proc.stdout)
+    assert out.info["buffer_bytes"] == 4 << 20
+    fills = {(s["strategy"], s["dest"]): s for s in out.samples if s["kind"] == "fill"}
+    assert set(fills) == {(f, d) for f in ("template", "auto") for d in ("cold", "warm")}
+    for dest in ("cold", "warm"):
+        auto = fills[("auto", dest)]
+        # 1 MiB written: 16384 struct pages, 65536 PFNs, two section chunks, one round (chunk 0)
+        assert auto["records"] == 65536 * auto["passes"] and fills[("template", dest)]["chunks"] == 2
+        assert auto["probe_records"] == 1024 * auto["rounds"] and auto["spans"] == 0
+    assert {(s["layout"], s["dest"]) for s in out.skips} == {("o9dedup", "walked"), ("o9dedup", "readback")}
+    assert all("nothing walks" in s["reason"] for s in out.skips)
 
 
 def test_run_mode_chunked_and_auto(bench_binary: Path):

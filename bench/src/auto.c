@@ -246,23 +246,28 @@ int auto_probe_chunk(unsigned long chunk, int learned)
 	return !(chunk & (chunk - 1)) && !(chunk == 1 && learned);
 }
 
-/* records rounded up to whole compound pages of order */
-static unsigned long whole_compound(unsigned long records, unsigned int order)
+/*
+ * The PFNs (records of the map) of the fewest whole compound pages that write
+ * at least `records` struct pages: compound_nr_pages() of each, so a piece
+ * of a deduplicated memmap spans four times its struct pages' PFNs (the
+ * kernel's memmap_init_auto_whole_compounds())
+ */
+static unsigned long whole_compound(unsigned long records, const struct dev_pagemap *pgmap)
 {
-	unsigned long unit = 1UL << order;
+	unsigned long written = compound_nr_pages(pgmap);
 
-	return (records + unit - 1) / unit * unit;
+	return (records + written - 1) / written << pgmap->vmemmap_shift;
 }
 
-unsigned long auto_probe_records(unsigned int order, unsigned long chunk)
+unsigned long auto_probe_records(const struct dev_pagemap *pgmap, unsigned long chunk)
 {
 	return whole_compound(chunk >= 2 && auto_probe_late ? auto_probe_late : auto_probe_min,
-			      order);
+			      pgmap);
 }
 
-static unsigned long auto_lead_records(unsigned int order)
+static unsigned long auto_lead_records(const struct dev_pagemap *pgmap)
 {
-	return whole_compound(auto_probe_lead, order);
+	return whole_compound(auto_probe_lead, pgmap);
 }
 
 /* the faster of a mode's two pieces */
@@ -277,17 +282,17 @@ static int streams_by_margin(uint64_t tmpl_ns, uint64_t stream_ns)
 	return stream_ns * AUTO_MARGIN_DEN < tmpl_ns * (AUTO_MARGIN_DEN - 1);
 }
 
-unsigned long auto_round_records(unsigned int order, unsigned long chunk)
+unsigned long auto_round_records(const struct dev_pagemap *pgmap, unsigned long chunk)
 {
-	return (AUTO_PIECES / 2 + auto_first_lead) * auto_lead_records(order) +
-	       AUTO_PIECES * auto_probe_records(order, chunk);
+	return (AUTO_PIECES / 2 + auto_first_lead) * auto_lead_records(pgmap) +
+	       AUTO_PIECES * auto_probe_records(pgmap, chunk);
 }
 
-unsigned long auto_round_room(unsigned int order, unsigned long chunk, int walked)
+unsigned long auto_round_room(const struct dev_pagemap *pgmap, unsigned long chunk, int walked)
 {
 	int aged = walked && auto_walk_rule == AUTO_WALK_AGED;
 
-	return auto_round_records(order, chunk) + (aged ? 2 * auto_probe_records(order, chunk) : 0);
+	return auto_round_records(pgmap, chunk) + (aged ? 2 * auto_probe_records(pgmap, chunk) : 0);
 }
 
 int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2], int late,
@@ -466,9 +471,9 @@ static void lead_in(struct fill_job *piece, unsigned long lead, unsigned long pr
 	piece->nr_pages = probe;
 }
 
-unsigned long auto_span_records(unsigned int order)
+unsigned long auto_span_records(const struct dev_pagemap *pgmap)
 {
-	return whole_compound(auto_span, order);
+	return whole_compound(auto_span, pgmap);
 }
 
 /*
@@ -490,14 +495,14 @@ static int span_settles(const uint64_t ns[2][2], int pieces, int late, int besid
 void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const struct auto_fns *fn,
 		     uint64_t (*clock)(void))
 {
-	unsigned long probe = auto_probe_records(chunk->order, idx);
-	unsigned long lead = auto_lead_records(chunk->order);
-	unsigned long span = auto_span_records(chunk->order);
+	unsigned long probe = auto_probe_records(chunk->pgmap, idx);
+	unsigned long lead = auto_lead_records(chunk->pgmap);
+	unsigned long span = auto_span_records(chunk->pgmap);
 	struct fill_job j = *chunk;
 	long v = atomic_load_explicit(&verdict, memory_order_relaxed);
 	int aged = fn->walk && auto_walk_rule == AUTO_WALK_AGED;
 	int round = auto_probe_chunk(idx, v >= 0) &&
-		    j.nr_pages >= auto_round_room(j.order, idx, fn->walk != NULL);
+		    j.nr_pages >= auto_round_room(j.pgmap, idx, fn->walk != NULL);
 	int s;
 
 	if (round && memo_take(fn, idx, &s)) {
@@ -540,7 +545,7 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 			 */
 			struct fill_job ahead = j;
 
-			ahead.start_pfn += auto_round_records(j.order, idx) + pair * probe;
+			ahead.start_pfn += auto_round_records(j.pgmap, idx) + pair * probe;
 			ahead.nr_pages = probe;
 			if (pair >= auto_stream_first)
 				ns[1][pair] = probe_piece(&j, &piece, 1, fn, clock, NULL);
@@ -563,7 +568,7 @@ void auto_fill_chunk(const struct fill_job *chunk, unsigned long idx, const stru
 		/* BUG_AUTO_ROUND: forgets that the round wrote only these pieces */
 		written = lead * ((pieces + 1) / 2 + auto_first_lead) +
 			  probe * (pieces + (j.bug == BUG_AUTO_ROUND &&
-					     j.nr_pages > auto_round_records(j.order, idx)));
+					     j.nr_pages > auto_round_records(j.pgmap, idx)));
 		j.start_pfn += written;
 		j.nr_pages -= written;
 		span_log[0] = span_log[1] = 0;

@@ -60,7 +60,8 @@ extern unsigned long auto_probe_lead;
 extern unsigned long auto_span;
 /* for verify's clocks: the piece being timed is a span */
 extern __thread int auto_timing_span;
-unsigned long auto_span_records(unsigned int order);
+/* the PFNs (records of the map) of a span: whole compound pages writing auto_span struct pages */
+unsigned long auto_span_records(const struct dev_pagemap *pgmap);
 /* --auto-probe-late: struct pages per piece in the rounds of chunk 2 on (0: as the first) */
 extern unsigned long auto_probe_late;
 /* --auto-late-llcs: AUTO_LATE_LLCS, 0 for no late margin (as patch 11 before 2026-11-27) */
@@ -181,17 +182,21 @@ const struct auto_round_record *auto_log(unsigned long *n);
 
 /* whether chunk starts with a round; learned: a round has published a verdict */
 int auto_probe_chunk(unsigned long chunk, int learned);
-unsigned long auto_probe_records(unsigned int order, unsigned long chunk);
-/* records a full probe round writes: two lead-ins and the four pieces */
-unsigned long auto_round_records(unsigned int order, unsigned long chunk);
+/*
+ * The sizes of a round, in PFNs (records of the map): whole compound pages,
+ * each writing compound_nr_pages(pgmap) struct pages (a quarter of its PFNs
+ * in layout o9dedup).  A probe piece of chunk: */
+unsigned long auto_probe_records(const struct dev_pagemap *pgmap, unsigned long chunk);
+/* a full probe round: two lead-ins and the four pieces */
+unsigned long auto_round_records(const struct dev_pagemap *pgmap, unsigned long chunk);
+/* what a round needs in its chunk: the round, and with the walk hint under
+ * --auto-walk-share aged the lines its two template pieces read ahead */
+unsigned long auto_round_room(const struct dev_pagemap *pgmap, unsigned long chunk, int walked);
 /*
  * the round's verdict; late: its chunk is at or past the late chunk;
  * current: the verdict the other threads wrote in when it began (0 template,
  * 1 streaming), -1 where none or one thread
  */
-/* records a round needs in its chunk: the round's, and with the walk hint under
- * --auto-walk-share aged the lines its two template pieces read ahead */
-unsigned long auto_round_room(unsigned int order, unsigned long chunk, int walked);
 int auto_round_streams(const uint64_t tmpl_ns[2], const uint64_t stream_ns[2], int late,
 		       int current);
 /* the first chunk of chunk_bytes of memmap whose rounds are late under an

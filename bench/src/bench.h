@@ -109,7 +109,7 @@ uint64_t run_auto_fill(int pre, uint64_t (*clock)(void), int threads, struct pag
 
 struct fill_strategy {
 	const char *name;
-	fill_fn fn;		/* layouts o0 and o9 */
+	fill_fn fn;		/* layouts o0, o9 and o9dedup */
 	fill_fn pre;		/* layout o9pre */
 	int needs_avx512;
 	int placement;		/* auto-*: where the memmap lives (PLACE_*), else 0 */
@@ -125,7 +125,18 @@ extern const struct fill_strategy fill_strategies[];
 extern const size_t n_fill_strategies;
 
 const struct fill_strategy *find_fill(const char *name);
-int layout_order(const char *layout, int *pre);
+struct layout {
+	const char *name;
+	unsigned int order;
+	int pre;		/* the fill's _pre function (fill_strategy.pre) */
+	int dedup;		/* dev_pagemap.vmemmap_optimized */
+};
+
+const struct layout *find_layout(const char *name);
+/* the_pgmap as the layout's init sees it */
+void set_layout(const struct layout *l);
+/* PFNs of a range whose init writes written_bytes of struct pages */
+unsigned long layout_pfns(const struct layout *l, size_t written_bytes);
 void fill_samples(struct opts *o, int rep, char *buf, int avx512);
 
 /* ----------------------------------------------------------- clear_fault.c */

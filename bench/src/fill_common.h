@@ -127,6 +127,9 @@ void name(const struct fill_job *j0)						\
 		return;								\
 	}									\
 	unsigned long unit = 1UL << j.order;					\
+	/* struct pages written per compound page: fewer than unit where	\
+	 * the vmemmap is optimised (compound_nr_pages()) */			\
+	unsigned long written = compound_nr_pages(j.pgmap);			\
 	tpl_t h = LOAD(T.head);							\
 	for (; p < end; p += unit) {						\
 		unsigned long w[8];						\
@@ -139,7 +142,7 @@ void name(const struct fill_job *j0)						\
 		tpl_t tt = LOAD(w);						\
 		PUT(p, h);							\
 		PUT(p + 1, ft);							\
-		for (q = p + 2; q < p + unit; q++)				\
+		for (q = p + 2; q < p + written; q++)				\
 			PUT(q, tt);						\
 		if (!PRE) {							\
 			DRAIN();						\

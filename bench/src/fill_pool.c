@@ -189,6 +189,23 @@ static void make_jobs(struct worker *w, int threads, struct page *map, unsigned 
 uint64_t last_cpu_ns;	/* CPU time of the calling thread in the last sample */
 
 /*
+ * Zero with normal stores what the init will write, as a just-allocated DRAM
+ * memmap is (PREP_WARM): with vmemmap optimisation only the struct pages
+ * written of each compound page exist.
+ */
+static void zero_written(struct page *map, unsigned long nr_pages)
+{
+	unsigned long unit = 1UL << the_pgmap.vmemmap_shift, written = compound_nr_pages(&the_pgmap);
+
+	if (written == unit) {
+		warm_zero(map, nr_pages * 64);
+		return;
+	}
+	for (unsigned long c = 0; c < nr_pages; c += unit)
+		warm_zero(map + c, written * 64);
+}
+
+/*
  * Run fn over nr_pages records with `threads` threads after preparing the
  * destination; returns the elapsed ns from release to the last thread done.
  */
@@ -217,7 +234,7 @@ uint64_t run_fill(fill_fn fn, int threads, struct page *map, unsigned long nr_pa
 	if (prep != PREP_NONE)
 		evict();
 	if (prep == PREP_WARM)
-		warm_zero(map, nr_pages * 64);
+		zero_written(map, nr_pages);
 
 	gen++;
 	pthread_mutex_lock(&pool_lock);
@@ -286,8 +303,10 @@ uint64_t run_auto_fill(int pre, uint64_t (*clock)(void), int threads, struct pag
 	 * go first, the LLC is shared and not a true LRU, and a guest may keep
 	 * far less of it than cacheinfo reports (--auto-walk-share).
 	 */
+	/* sizes as the kernel counts them: struct pages written (o9dedup: a quarter) */
+	the_pgmap.vmemmap_shift = order;
 	if (do_readback) {
-		fns.walk_share = auto_walk_share(nr_pages * 64, llc);
+		fns.walk_share = auto_walk_share(memmap_written_pages(nr_pages, &the_pgmap) * 64, llc);
 		fns.walk = fns.walk_share ? readback_job : NULL;
 	}
 	/*
@@ -295,9 +314,11 @@ uint64_t run_auto_fill(int pre, uint64_t (*clock)(void), int threads, struct pag
 	 * dirtied, which no probe piece waits for (bench/README.md): rounds
 	 * there keep template only if it is clearly faster.
 	 */
-	fns.late_chunk = auto_late_chunk(chunk_round(chunk_req_pages, order) * 64, llc);
+	fns.late_chunk = auto_late_chunk(memmap_written_pages(chunk_round(chunk_req_pages, order),
+							     &the_pgmap) * 64, llc);
 	fns.memo_class = auto_memo_class(prep == PREP_COLD, fns.walk != NULL, order, threads);
-	fns.memo_size_log2 = 63 - (unsigned int)__builtin_clzl(nr_pages * 64 | 1);
+	fns.memo_size_log2 = 63 - (unsigned int)__builtin_clzl(memmap_written_pages(nr_pages,
+										      &the_pgmap) * 64 | 1);
 	fns.several_threads = threads > 1;
 	learning = &fns;
 	learning_clock = clock;

@@ -125,15 +125,37 @@ const struct fill_strategy *find_fill(const char *name)
 	return NULL;
 }
 
-int layout_order(const char *layout, int *pre)
+/*
+ * The layouts of the records: o9pre writes the first tail with the compound
+ * head's data already in it; o9dedup is o9 as the kernel writes a DRAM memmap
+ * of 2 MiB compound pages on x86-64 (devdax map=mem), 128 of each 512 struct
+ * pages (compound_nr_pages()).  Its sizes count the struct pages written, as
+ * the kernel's thresholds do: its range spans four times as many PFNs.
+ */
+static const struct layout layouts[] = {
+	{ "o0", 0, 0, 0 }, { "o9", 9, 0, 0 }, { "o9pre", 9, 1, 0 }, { "o9dedup", 9, 0, 1 },
+};
+
+const struct layout *find_layout(const char *name)
 {
-	*pre = !strcmp(layout, "o9pre");
-	if (!strcmp(layout, "o0"))
-		return 0;
-	if (!strcmp(layout, "o9") || *pre)
-		return 9;
-	die("unknown layout '%s' (o0, o9, o9pre)", layout);
-	return -1;
+	for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)
+		if (!strcmp(layouts[i].name, name))
+			return &layouts[i];
+	die("unknown layout '%s' (o0, o9, o9pre, o9dedup)", name);
+	return NULL;
+}
+
+void set_layout(const struct layout *l)
+{
+	the_pgmap.vmemmap_shift = l->order;
+	the_pgmap.vmemmap_optimized = l->dedup;
+}
+
+unsigned long layout_pfns(const struct layout *l, size_t written_bytes)
+{
+	struct dev_pagemap pgmap = { .vmemmap_shift = l->order, .vmemmap_optimized = l->dedup };
+
+	return written_bytes / 64 / compound_nr_pages(&pgmap) << l->order;
 }
 
 /* The fill samples of repetition rep: every size, layout, destination,
@@ -153,7 +175,9 @@ void fill_samples(struct opts *o, int rep, char *buf, int avx512)
 		unsigned long passes = size < o->min_bytes ? (o->min_bytes + size - 1) / size : 1;
 
 		for (int li = 0; li < o->n_layouts; li++) {
-			int pre, order = layout_order(o->layouts[li], &pre);
+			const struct layout *lay = find_layout(o->layouts[li]);
+			int pre = lay->pre, order = (int)lay->order;
+			unsigned long nr = layout_pfns(lay, size);
 
 			for (int di = 0; di < o->n_dests; di++) {
 				const char *dest = o->dests[di];
@@ -163,6 +187,8 @@ void fill_samples(struct opts *o, int rep, char *buf, int avx512)
 
 				if (strcmp(dest, "cold") && strcmp(dest, "warm") && !rb)
 					die("unknown destination '%s' (cold, warm, readback, walked)", dest);
+				if (lay->dedup && rb)
+					continue;	/* nobody walks it: run.c's skip line */
 				for (int ti = 0; ti < o->n_threads; ti++) {
 					int threads = atoi(o->threads[ti]);
 
@@ -192,13 +218,14 @@ void fill_samples(struct opts *o, int rep, char *buf, int avx512)
 								int prep = strcmp(dest, "warm") && !walked ?
 									   PREP_COLD : PREP_WARM;
 
+								set_layout(lay);
 								if (fs->learns)
 									ns += run_auto_fill(pre, now_ns, threads,
-											    (struct page *)buf, size / 64,
+											    (struct page *)buf, nr,
 											    order, rb, prep, &learned);
 								else
 									ns += run_fill(fn, threads, (struct page *)buf,
-										       size / 64, order, rb, prep, split);
+										       nr, order, rb, prep, split);
 								cpu += last_cpu_ns;
 							}
 							printf("sample kind=fill strategy=%s layout=%s dest=%s size=%zu "

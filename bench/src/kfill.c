@@ -56,7 +56,8 @@ static inline void rep_movsb(void *d, const void *s, unsigned long n)
  * Order 0: the block holds head records.  Compound: the head and tail 1 (with
  * the compound-head data already in it) are written with plain stores, the
  * block holds tail records whose compound_head words are re-pointed once per
- * compound, and tails 2..511 are copied from it block by block.  (Blocks of
+ * compound, and the other tails it writes (compound_nr_pages()) are copied
+ * from it block by block.  (Blocks of
  * 32 KiB and more copy at about half the speed on this CPU; see README.)
  */
 void fill_repmovsb(const struct fill_job *j0)
@@ -89,7 +90,7 @@ void fill_repmovsb(const struct fill_job *j0)
 		copy_words(blk + 8 * i, T.tail);
 	for (; p < end; p += unit) {
 		unsigned long ch = (unsigned long)p + 1, w[8];
-		struct page *q = p + 2, *qend = p + unit;
+		struct page *q = p + 2, *qend = p + compound_nr_pages(j.pgmap);
 
 		copy_words(w, T.first_tail);
 		w[1] = ch;

@@ -200,10 +200,10 @@ static void NAME(memmap_init_compound)(struct page *head, unsigned long head_pfn
 }
 
 /*
- * memmap_init_zone_device() for one job.  compound_nr_pages() is taken to be
- * the whole compound (the altmap / map=dev case, where every struct page of
- * a compound is written; with vmemmap optimisation the kernel writes only
- * the first 128 of 512).
+ * memmap_init_zone_device() for one job.  compound_nr_pages() (page.h) is the
+ * whole compound where the kernel writes every struct page of one (an
+ * altmap, pmem map=dev), the first 128 of 512 with vmemmap optimisation
+ * (devdax map=mem on x86-64: layout o9dedup).
  */
 void NAME(memmap_init_zone_device)(const struct fill_job *j)
 {
@@ -223,6 +223,6 @@ void NAME(memmap_init_zone_device)(const struct fill_job *j)
 		if (pfns_per_compound == 1)
 			continue;
 		NAME(memmap_init_compound)(page, pfn, zone_idx, nid, pgmap,
-					   pfns_per_compound);
+					   compound_nr_pages(pgmap));
 	}
 }

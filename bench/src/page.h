@@ -37,7 +37,32 @@ enum memory_type {
 struct dev_pagemap {
 	enum memory_type type;
 	unsigned long vmemmap_shift;
+	/*
+	 * the kernel's vmemmap_can_optimize() for this pgmap: on x86-64 a
+	 * compound pgmap without an altmap (devdax map=mem) maps only
+	 * VMEMMAP_RESERVE_NR pages of each compound page's struct pages and
+	 * points the rest of its vmemmap at the second: layout o9dedup
+	 */
+	int vmemmap_optimized;
 };
+
+#define VMEMMAP_RESERVE_NR 2
+#define PAGE_SIZE_4K 4096UL
+
+/* struct pages the init writes per compound page (the kernel's compound_nr_pages()) */
+static inline unsigned long compound_nr_pages(const struct dev_pagemap *pgmap)
+{
+	if (pgmap->vmemmap_optimized && pgmap->vmemmap_shift)
+		return VMEMMAP_RESERVE_NR * (PAGE_SIZE_4K / 64);
+	return 1UL << pgmap->vmemmap_shift;
+}
+
+/* struct pages the init of nr_pfns PFNs (whole compound pages) writes */
+static inline unsigned long memmap_written_pages(unsigned long nr_pfns,
+						 const struct dev_pagemap *pgmap)
+{
+	return (nr_pfns >> pgmap->vmemmap_shift) * compound_nr_pages(pgmap);
+}
 
 struct list_head {
 	struct list_head *next, *prev;

@@ -33,7 +33,22 @@ int cmd_run(struct opts *o)
 	auto_min[PLACE_ALTMAP] = o->auto_altmap_min ? o->auto_altmap_min : llc;
 	auto_min[PLACE_DRAM] = o->auto_dram_min ? o->auto_dram_min : 2 * llc;
 	alloc_scratch();
-	size_t need = max_fill > o->clear_size ? max_fill : o->clear_size;
+	size_t max_map = 0;
+
+	/* a layout's range spans more PFNs than it writes struct pages (o9dedup: 4x) */
+	for (int i = 0; i < o->n_layouts; i++) {
+		const struct layout *l = find_layout(o->layouts[i]);
+		size_t map = layout_pfns(l, max_fill) * 64;
+
+		if (map > max_map)
+			max_map = map;
+		for (int d = 0; d < o->n_dests; d++)
+			if (l->dedup && (!strcmp(o->dests[d], "walked") || !strcmp(o->dests[d], "readback")))
+				printf("skip kind=fill strategy=all layout=%s dest=%s reason=nothing walks a "
+				       "deduplicated memmap (devdax) right after its init\n", l->name,
+				       o->dests[d]);
+	}
+	size_t need = max_map > o->clear_size ? max_map : o->clear_size;
 	printf("info llc_bytes=%zu\ninfo evict_bytes=%zu\ninfo avx512f=%d\ninfo clzero=%d\n"
 	       "info movsb_block=%zu\ninfo pgmap_type=%d\ninfo buffer_bytes=%zu\n"
 	       "info auto_altmap_min=%zu\ninfo auto_dram_min=%zu\ninfo chunk_pages=%lu\n"

@@ -25,6 +25,18 @@ static void report(int ok, const char *what)
 		failures++;
 }
 
+/*
+ * chunk_req_pages for a check of the learning auto: o0's or o9's (pieces of
+ * a compound page), twice o9's where the vmemmap is deduplicated (pieces of
+ * two compound pages write 256 struct pages)
+ */
+static unsigned long check_chunk(unsigned long o0, unsigned long o9)
+{
+	if (!the_pgmap.vmemmap_shift)
+		return o0;
+	return the_pgmap.vmemmap_optimized ? 2 * o9 : o9;
+}
+
 /* Field-level checks of the reference (the slow path), so that a wrong
  * replay cannot pass by agreeing with itself. */
 static void check_reference(const struct page *map, unsigned long nr, unsigned int order,
@@ -34,7 +46,7 @@ static void check_reference(const struct page *map, unsigned long nr, unsigned i
 				   (LAST_CPUPID_MASK << LAST_CPUPID_PGSHIFT) | (1UL << PG_reserved);
 	int head_ref = the_pgmap.type == MEMORY_DEVICE_PRIVATE ||
 		       the_pgmap.type == MEMORY_DEVICE_COHERENT ? 0 : 1;
-	unsigned long unit = 1UL << order;
+	unsigned long unit = 1UL << order, written = compound_nr_pages(&the_pgmap);
 	char what[400];
 	int ok = 1;
 
@@ -43,6 +55,18 @@ static void check_reference(const struct page *map, unsigned long nr, unsigned i
 		unsigned long idx = i & (unit - 1);
 		const struct page *head = p - idx;
 
+		/* o9dedup: the struct pages the kernel does not write stay as they were */
+		if (idx >= written) {
+			const unsigned char *b = (const unsigned char *)p;
+
+			for (size_t k = 0; k < sizeof(*p); k++)
+				ok &= b[k] == POISON;
+			if (!ok)
+				snprintf(what, sizeof(what),
+					 "reference %s: record %lu, which the kernel does not write, "
+					 "written", name, i);
+			continue;
+		}
 		if (p->_mapcount != -1 && idx != 1)
 			ok = 0;
 		if (p->memcg_data || (idx != 1 && p->index))
@@ -70,8 +94,8 @@ static void check_reference(const struct page *map, unsigned long nr, unsigned i
 			snprintf(what, sizeof(what), "reference %s: record %lu has unexpected fields", name, i);
 	}
 	if (ok)
-		snprintf(what, sizeof(what), "reference %s: fields of %lu records as 6.12 sets them",
-			 name, nr);
+		snprintf(what, sizeof(what), "reference %s: fields of %lu records as 6.12 sets them%s",
+			 name, nr, written < unit ? ", the unwritten ones untouched" : "");
 	report(ok, what);
 }
 
@@ -257,7 +281,7 @@ static unsigned long late_rounds_expected(unsigned long nr, unsigned int order,
 	for (unsigned long c = 2; chunk_first + c * cp < end; c++) {
 		unsigned long lo = chunk_first + c * cp, hi = lo + cp < end ? lo + cp : end;
 
-		if (!(c & (c - 1)) && c >= late_chunk && hi - lo >= auto_round_records(order, c))
+		if (!(c & (c - 1)) && c >= late_chunk && hi - lo >= auto_round_records(&the_pgmap, c))
 			count++;
 	}
 	return count;
@@ -284,11 +308,11 @@ static void verify_auto_late(char *buf, const char *ref, size_t size, unsigned l
 	char what[400];
 
 	/* rounds fit in chunks of 2048 records at order 0, of 4096 at order 9 */
-	chunk_req_pages = order ? 4096 : 2048;
+	chunk_req_pages = check_chunk(2048, 4096);
 	for (int ti = 0; ti < 2; ti++)
 	for (int ci = 0; ci < 3; ci++) {
 		struct auto_stats a = { 0 };
-		unsigned long late_chunk, want_late, early, want_pieces, beside;
+		unsigned long late_chunk, want_late, early, want_pieces, beside, cb;
 		int ok, right;
 
 		memset(buf, POISON, size + 2 * GUARD);
@@ -298,7 +322,9 @@ static void verify_auto_late(char *buf, const char *ref, size_t size, unsigned l
 		run_auto_fill(pre, clocks[ci], thread_counts[ti], map, nr, order, READBACK_NONE,
 			      PREP_NONE, &a);
 		auto_llc_override = 0;
-		late_chunk = (2 * llc + chunk_pages * 64 - 1) / (chunk_pages * 64);
+		/* chunk bytes as the kernel counts them: struct pages written */
+		cb = memmap_written_pages(chunk_pages, &the_pgmap) * 64;
+		late_chunk = (2 * llc + cb - 1) / cb;
 		want_late = late_rounds_expected(nr, order, late_chunk);
 		early = a.rounds - want_late;
 		/*
@@ -319,10 +345,10 @@ static void verify_auto_late(char *buf, const char *ref, size_t size, unsigned l
 			 * too (on two, another thread may take them before the
 			 * round has published)
 			 */
-			(ci ? a.streamed == a.pieces / 2 * auto_probe_records(order, 0) :
-			 a.streamed >= a.pieces / 2 * auto_probe_records(order, 0) &&
+			(ci ? a.streamed == a.pieces / 2 * auto_probe_records(&the_pgmap, 0) :
+			 a.streamed >= a.pieces / 2 * auto_probe_records(&the_pgmap, 0) &&
 			 (thread_counts[ti] > 1 ||
-			  a.streamed > a.pieces / 2 * auto_probe_records(order, 0)) &&
+			  a.streamed > a.pieces / 2 * auto_probe_records(&the_pgmap, 0)) &&
 			 a.streamed < a.records);
 		snprintf(what, sizeof(what),
 			 "fill auto layout=%s pgmap=%s threads=%d split=chunked/%lu clock=%s llc=%zu "
@@ -379,7 +405,7 @@ static void verify_auto_switch(char *buf, const char *ref, size_t size, unsigned
 	struct page *map = (struct page *)(buf + GUARD);
 	char what[400];
 
-	chunk_req_pages = order ? 4096 : 2048;
+	chunk_req_pages = check_chunk(2048, 4096);
 	auto_memo = 0;
 	auto_late_llcs = 0;
 	for (int threads = 1; threads <= 2; threads++)
@@ -448,7 +474,8 @@ static uint64_t span_quarter_clock(void)
 /*
  * --auto-span (one thread, no memo, no late rounds; spans of 256 struct
  * pages, which fit with their lead-in after a round in the chunks here,
- * 2560 records, 5120 of order 9 whose pieces are a compound page): every
+ * 2560 records, 5120 of order 9 whose pieces are a compound page, 16384
+ * deduplicated): every
  * round whose pieces tie times its spans, and they decide against the
  * pieces; a round the pieces decide, early or by more than the quarter,
  * times none.
@@ -466,7 +493,12 @@ static void verify_auto_span(char *buf, const char *ref, size_t size, unsigned l
 	struct page *map = (struct page *)(buf + GUARD);
 	char what[400];
 
-	chunk_req_pages = order ? 5120 : 2560;
+	/*
+	 * deduplicated: pieces and spans of two compound pages, and chunks of
+	 * 16384 PFNs, so that chunk 0, which starts at BASE_PFN, is whole (one
+	 * of 10240 would leave it only room for its round)
+	 */
+	chunk_req_pages = the_pgmap.vmemmap_optimized ? 16384 : check_chunk(2560, 5120);
 	auto_memo = 0;
 	auto_late_llcs = 0;
 	auto_span = 256;
@@ -485,7 +517,7 @@ static void verify_auto_span(char *buf, const char *ref, size_t size, unsigned l
 		snprintf(what, sizeof(what),
 			 "fill auto layout=%s pgmap=%s threads=1 split=chunked/%lu clock=%s span=%lu "
 			 "records=%lu (rounds %lu, spans %lu, streaming won %lu, expected %lu)%s",
-			 layout, tname, chunk_pages, clock_names[ci], auto_span_records(order), nr,
+			 layout, tname, chunk_pages, clock_names[ci], auto_span_records(&the_pgmap), nr,
 			 a.rounds, a.spans, a.stream_rounds, want_stream,
 			 !ok ? ": differs from the slow path" :
 			 a.rounds < 2 ? ": fewer than two rounds, the check proved nothing" :
@@ -527,7 +559,7 @@ static void verify_auto_memo(char *buf, const char *ref, size_t size, unsigned l
 	int ok, all_streamed = 1;
 	char what[400];
 
-	chunk_req_pages = order ? 4096 : 2048;
+	chunk_req_pages = check_chunk(2048, 4096);
 	auto_memo = 0;
 	ok = memo_range(buf, ref, size, nr, order, pre, READBACK_NONE, &a);
 	per_range = a.rounds;
@@ -593,7 +625,7 @@ static void verify_auto_log(char *buf, const char *ref, size_t size, unsigned lo
 	int ok = 1, prev = -1, seen[2] = { 0, 0 };
 	char what[300];
 
-	chunk_req_pages = order ? 4096 : 2048;
+	chunk_req_pages = check_chunk(2048, 4096);
 	auto_memo = 0;
 	auto_late_llcs = 0;
 	auto_log_reset();
@@ -673,7 +705,8 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 		struct auto_stats a = { 0 };
 		int ok, learns, right, hinted;
 
-		chunk_req_pages = chunk_reqs[ci];
+		/* deduplicated: 4096 too small, 8192 with room (check_chunk()) */
+		chunk_req_pages = check_chunk(chunk_reqs[ci], chunk_reqs[ci]);
 		memset(buf, POISON, size + 2 * GUARD);
 		atomic_store(&flip_stream_rounds, 0);
 		atomic_store(&flip_round_order, 0);
@@ -690,7 +723,7 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 		 * switching between chunks; where none fits, the range is too small
 		 * to learn from and must be template only.
 		 */
-		learns = chunk_pages >= auto_round_room(order, 0, walk);
+		learns = chunk_pages >= auto_round_room(&the_pgmap, 0, walk);
 		if (!learns)
 			right = !a.rounds && !a.streamed;
 		else if (flip == 4)
@@ -706,7 +739,8 @@ static void verify_auto(char *buf, const char *ref, size_t size, unsigned long n
 					  a.stream_rounds == atomic_load(&flip_stream_rounds) &&
 					  atomic_load(&flip_round_order) == expected_round_order());
 		/* no read-back where the range outgrows this machine's LLC */
-		hinted = walk && auto_walk_share(nr * 64, llc_bytes());
+		hinted = walk && auto_walk_share(memmap_written_pages(nr, &the_pgmap) * 64,
+						 llc_bytes());
 		right = right && a.walked == (hinted ? a.pieces : 0) &&
 			a.pieces >= a.rounds * AUTO_PIECES / 2 && a.pieces <= a.rounds * AUTO_PIECES;
 		snprintf(what, sizeof(what),
@@ -832,11 +866,14 @@ static void verify_auto_tiles(void)
 	char what[320];
 
 	for (int aged = 0; aged < 2; aged++)
-	for (int order = 0; order <= 9; order += 9)
+	for (int lo = 0; lo < 3; lo++)	/* o0, o9, o9dedup */
 	for (size_t so = 0; so < n_auto_orders; so++)
 	for (int ci = 0; ci < 3; ci++)
 	for (unsigned long idx = 0; idx < 4; idx++)
 	for (int size = 0; size < 4; size++) {
+		struct dev_pagemap pgmap = { .type = the_pgmap.type, .vmemmap_shift = lo ? 9 : 0,
+					     .vmemmap_optimized = lo == 2 };
+		unsigned int order = (unsigned int)pgmap.vmemmap_shift;
 		unsigned long unit = 1UL << order, round, nr;
 		struct fill_job chunk;
 		int want_round;
@@ -846,19 +883,19 @@ static void verify_auto_tiles(void)
 		auto_stream_first = auto_orders[so].stream_first;
 		auto_first_lead = auto_orders[so].first_lead;
 		auto_walk_rule = aged ? AUTO_WALK_AGED : walk_rule;
-		round = auto_round_room(order, idx, aged);
+		round = auto_round_room(&pgmap, idx, aged);
 		/* one page short of a round, a round exactly, a page more, four rounds */
 		nr = size == 0 ? round - unit : size == 1 ? round : size == 2 ? round + unit : 4 * round;
 		want_round = size && auto_probe_chunk(idx, 0);
 		chunk = (struct fill_job){
 			.base_pfn = BASE_PFN, .start_pfn = BASE_PFN + 4 * round, .nr_pages = nr,
-			.order = (unsigned int)order, .bug = bug,
+			.order = order, .pgmap = &pgmap, .bug = bug,
 		};
 		auto_reset();
 		atomic_fetch_add(&clock_gen, 1);
 		tile_n = 0;
 		tile_chunk_end = chunk.start_pfn + nr;
-		tile_round_end = chunk.start_pfn + auto_round_records(order, idx);
+		tile_round_end = chunk.start_pfn + auto_round_records(&pgmap, idx);
 		tile_ahead_reads = 0;
 		tile_read_fault = NULL;
 		auto_fill_chunk(&chunk, idx, &fns[aged], clocks[ci]);
@@ -872,9 +909,9 @@ static void verify_auto_tiles(void)
 		if (!fault && !a.rounds != !want_round)
 			fault = want_round ? "no round where one fits" : "a round where none fits";
 		snprintf(what, sizeof(what),
-			 "fill auto tiles its chunk%s: order=%d %s clock=%s chunk=%lu records=%lu "
+			 "fill auto tiles its chunk%s: order=%u%s %s clock=%s chunk=%lu records=%lu "
 			 "(pieces %lu, rounds %lu, streamed %lu)%s%s", aged ? ", walked, aged" : "",
-			 order, auto_orders[so].name,
+			 order, pgmap.vmemmap_optimized ? " dedup" : "", auto_orders[so].name,
 			 clock_names[ci], idx, nr, tile_n, a.rounds, a.streamed,
 			 fault ? ": " : "", fault ? fault : "");
 		report(!fault, what);
@@ -925,10 +962,11 @@ static void verify_auto_walk_share(void)
 int cmd_verify(struct opts *o)
 {
 	int avx512 = has_avx512f(), clzero = has_clzero();
+	/* struct pages written, as run's sizes: o9dedup's range spans four times the PFNs */
 	size_t size = o->verify_size & ~32767UL;
-	unsigned long nr = size / 64;
+	size_t most = layout_pfns(find_layout("o9dedup"), size) * 64;
 	char *buf, *ref, what[400];
-	static const char *layouts[] = { "o0", "o9", "o9pre" };
+	static const char *layouts[] = { "o0", "o9", "o9pre", "o9dedup" };
 	static const int types[] = { MEMORY_DEVICE_FS_DAX, MEMORY_DEVICE_PRIVATE };
 	static const int thread_counts[] = { 1, 2, 3 };
 
@@ -943,20 +981,24 @@ int cmd_verify(struct opts *o)
 	alloc_scratch();
 	verify_auto_walk_share();
 	verify_auto_tiles();
-	buf = alloc_buf(size + 2 * GUARD, 1);
-	ref = malloc(size + 2 * GUARD);
+	buf = alloc_buf(most + 2 * GUARD, 1);
+	ref = malloc(most + 2 * GUARD);
 	if (!ref)
 		die("out of memory%s", "");
 	for (int ty = 0; ty < 2; ty++) {
 		the_pgmap.type = types[ty];
-		for (int li = 0; li < 3; li++) {
-			int pre, order = layout_order(layouts[li], &pre);
+		for (int li = 0; li < 4; li++) {
+			const struct layout *lay = find_layout(layouts[li]);
+			int pre = lay->pre, order = (int)lay->order;
 			struct page *map = (struct page *)(buf + GUARD);
+			unsigned long nr = layout_pfns(lay, size);
+			size_t bytes = nr * 64;
 			const char *tname = types[ty] == MEMORY_DEVICE_PRIVATE ? "private" : "fsdax";
 
-			memset(buf, POISON, size + 2 * GUARD);
+			set_layout(lay);
+			memset(buf, POISON, bytes + 2 * GUARD);
 			run_fill(slow_memmap_init_zone_device, 1, map, nr, order, 0, PREP_NONE, SPLIT_EVEN);
-			memcpy(ref, buf, size + 2 * GUARD);
+			memcpy(ref, buf, bytes + 2 * GUARD);
 			snprintf(what, sizeof(what), "%s/%s", layouts[li], tname);
 			check_reference(map, nr, order, what);
 			for (size_t f = 0; f < n_fill_strategies; f++) {
@@ -965,16 +1007,16 @@ int cmd_verify(struct opts *o)
 				if ((fs->needs_avx512 && !avx512) || fs->placement)
 					continue;	/* auto-* run the template/movntdq functions */
 				if (fs->learns) {
-					verify_auto(buf, ref, size, nr, order, pre, layouts[li], tname);
-					verify_auto_late(buf, ref, size, nr, order, pre, layouts[li],
+					verify_auto(buf, ref, bytes, nr, order, pre, layouts[li], tname);
+					verify_auto_late(buf, ref, bytes, nr, order, pre, layouts[li],
 							 tname);
-					verify_auto_memo(buf, ref, size, nr, order, pre, layouts[li],
+					verify_auto_memo(buf, ref, bytes, nr, order, pre, layouts[li],
 							 tname);
-					verify_auto_log(buf, ref, size, nr, order, pre, layouts[li],
+					verify_auto_log(buf, ref, bytes, nr, order, pre, layouts[li],
 							tname);
-					verify_auto_switch(buf, ref, size, nr, order, pre,
+					verify_auto_switch(buf, ref, bytes, nr, order, pre,
 							   layouts[li], tname);
-					verify_auto_span(buf, ref, size, nr, order, pre, layouts[li],
+					verify_auto_span(buf, ref, bytes, nr, order, pre, layouts[li],
 							 tname);
 					continue;
 				}
@@ -987,15 +1029,15 @@ int cmd_verify(struct opts *o)
 					/* chunk sizes that are not multiples of a compound page:
 					 * 100 pages -> 512, 700 -> 1024 (uneven last chunk) */
 					chunk_req_pages = xi == 1 ? 100 : 700;
-					memset(buf, POISON, size + 2 * GUARD);
+					memset(buf, POISON, bytes + 2 * GUARD);
 					run_fill(pre ? fs->pre : fs->fn, threads, map, nr, order, 0, PREP_NONE, split);
 					if (split == SPLIT_CHUNKED)
 						snprintf(sname, sizeof(sname), "chunked/%lu", chunk_pages);
-					int ok = !memcmp(buf, ref, size + 2 * GUARD);
+					int ok = !memcmp(buf, ref, bytes + 2 * GUARD);
 					size_t at = 0;
 
 					if (!ok)
-						while (at < size + 2 * GUARD && buf[at] == ref[at])
+						while (at < bytes + 2 * GUARD && buf[at] == ref[at])
 							at++;
 					snprintf(what, sizeof(what),
 						 "fill %s layout=%s pgmap=%s threads=%d split=%s records=%lu%s",

@@ -44,6 +44,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from meminit.bench import auto_spans, bench_stats
+from meminit.bench.memmap_layouts import Layout
 
 # the cache states of the kernel's callers (bench/README.md): an altmap memmap (cold), a DRAM
 # memmap nobody walks (warm) and one its owner walks after the init (walked); `readback`, each
@@ -86,18 +87,15 @@ class Policy:
     span_tie_den: int = 4
 
 
-def _round_up(n: int, unit: int) -> int:
-    return -(-n // unit) * unit
+def _chunk_pages(policy: Policy, layout: Layout) -> int:
+    """The struct pages of the kernel's chunk, rounded to compound pages and pageblocks as its
+    split does."""
+    return layout.chunk_written(policy.chunk_pages)
 
 
-def _chunk_pages(policy: Policy, order: int) -> int:
-    """The kernel's chunk, rounded to compound pages and pageblocks as its split does."""
-    return _round_up(policy.chunk_pages, max(1 << order, 512))
-
-
-def _pieces(policy: Policy, order: int) -> tuple[int, int]:
+def _pieces(policy: Policy, layout: Layout) -> tuple[int, int]:
     """(struct pages of a timed piece, of a lead-in): whole compound pages, as the kernel's."""
-    return _round_up(policy.probe, 1 << order), _round_up(policy.lead, 1 << order)
+    return layout.whole(policy.probe), layout.whole(policy.lead)
 
 
 def learning_share(policy: Policy, records: int) -> float:
@@ -109,48 +107,48 @@ def learning_share(policy: Policy, records: int) -> float:
     return -(-ranges // policy.memo) / ranges
 
 
-def _round_records(policy: Policy, order: int, pairs: int) -> int:
-    probe, lead = _pieces(policy, order)
+def _round_records(policy: Policy, layout: Layout, pairs: int) -> int:
+    probe, lead = _pieces(policy, layout)
     return pairs * (lead + 2 * probe)
 
 
-def _chunk_with_round(policy: Policy, order: int, size: int, pairs: int, streams_rest: bool,
+def _chunk_with_round(policy: Policy, layout: Layout, size: int, pairs: int, streams_rest: bool,
                       learns: float = 1.0, span: int = 0) -> tuple[float, float]:
     """(template records, streaming records) of a chunk of `size` that starts with a round of
     `pairs` pairs (a lead-in, a template and a streaming piece each) and, if `span`, a lead-in
     and `span` struct pages of each mode after it, the rest in its verdict; learns: the share of
     the ranges that run the round, the others write the chunk in the remembered verdict
     (learning_share())."""
-    probe, lead = _pieces(policy, order)
+    probe, lead = _pieces(policy, layout)
     span_lead = lead if span else 0
-    rest = size - _round_records(policy, order, pairs) - span_lead - 2 * span
+    rest = size - _round_records(policy, layout, pairs) - span_lead - 2 * span
     t = pairs * (lead + probe) + span_lead + span + (0 if streams_rest else rest)
     s = pairs * probe + span + (rest if streams_rest else 0)
     whole = (0, size) if streams_rest else (size, 0)
     return learns * t + (1 - learns) * whole[0], learns * s + (1 - learns) * whole[1]
 
 
-def _chunks(policy: Policy, records: int, order: int, threads: int) -> Iterator[tuple[int, int, bool]]:
+def _chunks(policy: Policy, records: int, layout: Layout, threads: int) -> Iterator[tuple[int, int, bool]]:
     """(index, struct pages, whether it starts with a round) of every chunk of a range: a round
     in chunk 0 and every power-of-two chunk with room for two lead-ins and the pieces; in chunk
     1 only on several threads, where a second thread takes it while chunk 0's round runs (one
     thread has chunk 0's verdict by then)."""
-    probe, lead = _pieces(policy, order)
-    chunk = _chunk_pages(policy, order)
+    probe, lead = _pieces(policy, layout)
+    chunk = _chunk_pages(policy, layout)
     per_round = policy.pieces // 2 * lead + policy.pieces * probe
     for idx in range(-(-records // chunk)):
         size = min(chunk, records - idx * chunk)
         yield idx, size, not (idx & (idx - 1) or (idx == 1 and threads == 1)) and size >= per_round
 
 
-def schedule(policy: Policy, records: int, order: int, early: bool = False,
+def schedule(policy: Policy, records: int, layout: Layout, early: bool = False,
              threads: int = 1) -> tuple[int, int]:
     """(template records, streaming records) the probe rounds write in a range of `records`
-    struct pages of compound order `order` (whole compound pages per piece, _chunks()' rounds);
+    struct pages written of `layout` (whole compound pages per piece, _chunks()' rounds);
     early: every round stopped after its first pair."""
-    probe, lead = _pieces(policy, order)
+    probe, lead = _pieces(policy, layout)
     pairs = 1 if early else policy.pieces // 2
-    rounds = sum(has_round for _idx, _size, has_round in _chunks(policy, records, order, threads))
+    rounds = sum(has_round for _idx, _size, has_round in _chunks(policy, records, layout, threads))
     return rounds * pairs * (lead + probe), rounds * pairs * probe
 
 
@@ -215,7 +213,7 @@ def round_verdict(policy: Policy, rnd: bench_stats.Round, late: bool,
     return streams(policy, t_ns, s_ns, late, beside), 1 if early else policy.pieces // 2
 
 
-def streamed_by_rounds(policy: Policy, records: int, order: int, threads: int, late: int | None,
+def streamed_by_rounds(policy: Policy, records: int, layout: Layout, threads: int, late: int | None,
                        rounds: list[bench_stats.Round], range_streams: bool | None = None) -> float | None:
     """The share of a range's records streaming writes when each round of the policy's schedule
     goes as the logged rounds of its chunk went (their mean over the fills of a repetition); a
@@ -232,7 +230,7 @@ def streamed_by_rounds(policy: Policy, records: int, order: int, threads: int, l
     learns = learning_share(policy, records)
     tmpl = stream = 0.0
     follow = 0.0  # share of the fills in which the chunks after the last round stream
-    for idx, size, has_round in _chunks(policy, records, order, threads):
+    for idx, size, has_round in _chunks(policy, records, layout, threads):
         logged = by_chunk.get(idx, []) if has_round else []
         if has_round and not logged and not (idx == 1 and threads > 1):
             return None  # a round the sweep never ran: its rounds cannot judge this schedule
@@ -245,7 +243,7 @@ def streamed_by_rounds(policy: Policy, records: int, order: int, threads: int, l
             for beside, weight in (((False, 1 - follow), (True, follow))
                                    if timed_beside_others(threads, idx) else ((None, 1.0),)):
                 won, pairs = round_verdict(policy, rnd, is_late, beside)
-                span = auto_spans.span_records(policy, order, size - _round_records(policy, order, pairs),
+                span = auto_spans.span_records(policy, layout.written, size - _round_records(policy, layout, pairs),
                                                pairs, is_late, beside) \
                     if auto_spans.ties(policy, *logged_faster_pieces(rnd)[:2]) else 0
                 if span:
@@ -253,7 +251,7 @@ def streamed_by_rounds(policy: Policy, records: int, order: int, threads: int, l
                     if spanned is None:
                         return None
                     won = spanned
-                t, s = _chunk_with_round(policy, order, size, pairs, won, learns, span)
+                t, s = _chunk_with_round(policy, layout, size, pairs, won, learns, span)
                 in_t, in_s, wins = in_t + weight * t, in_s + weight * s, wins + weight * won
         if logged:
             in_t, in_s, wins = in_t / len(logged), in_s / len(logged), wins / len(logged)
@@ -263,16 +261,16 @@ def streamed_by_rounds(policy: Policy, records: int, order: int, threads: int, l
     return stream / (tmpl + stream)
 
 
-def late_chunk(policy: Policy, order: int, llc_bytes: int | None) -> int | None:
+def late_chunk(policy: Policy, layout: Layout, llc_bytes: int | None) -> int | None:
     """The first chunk whose rounds are late: the one that starts late_llcs x the LLC into the
     range (chunk index x chunk bytes of struct pages, as the kernel counts); None without one."""
     if not llc_bytes or not policy.late_llcs:
         return None
-    chunk_bytes = _chunk_pages(policy, order) * bench_stats.RECORD_BYTES
+    chunk_bytes = _chunk_pages(policy, layout) * bench_stats.RECORD_BYTES
     return -(-policy.late_llcs * llc_bytes // chunk_bytes)
 
 
-def split(policy: Policy, records: int, order: int, verdicts: tuple[bool, bool], early: bool = False,
+def split(policy: Policy, records: int, layout: Layout, verdicts: tuple[bool, bool], early: bool = False,
           threads: int = 1, late: int | None = None, early_late: bool | None = None,
           spans: bool = False) -> tuple[float, float]:
     """(template records, streaming records) of the whole range: every round as schedule()
@@ -285,22 +283,22 @@ def split(policy: Policy, records: int, order: int, verdicts: tuple[bool, bool],
     tmpl = stream = 0.0
     mode = False
     learns = learning_share(policy, records)
-    for idx, size, has_round in _chunks(policy, records, order, threads):
+    for idx, size, has_round in _chunks(policy, records, layout, threads):
         if has_round:
             is_late = late is not None and idx >= late
             mode = verdicts[is_late]
             pairs = 1 if (early_late if is_late else early) else policy.pieces // 2
-            span = auto_spans.span_records(policy, order, size - _round_records(policy, order, pairs), pairs,
+            span = auto_spans.span_records(policy, layout.written, size - _round_records(policy, layout, pairs), pairs,
                                            is_late, True if timed_beside_others(threads, idx) else None) \
                 if spans else 0
-            t, s = _chunk_with_round(policy, order, size, pairs, mode, learns, span)
+            t, s = _chunk_with_round(policy, layout, size, pairs, mode, learns, span)
         else:
             t, s = (0, size) if mode else (size, 0)
         tmpl, stream = tmpl + t, stream + s
     return tmpl, stream
 
 
-def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, order: int,
+def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, layout: Layout,
                 llc_bytes: int | None = None) -> dict:
     """One configuration: the verdicts, the predicted per-repetition rates and the bar."""
     records = tmpl["size"] // bench_stats.RECORD_BYTES
@@ -313,21 +311,21 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
         source = "assumed"
     ratio = t_ns / s_ns
     verdicts = (streams(policy, t_ns, s_ns), streams(policy, t_ns, s_ns, late=True))
-    spans = auto_spans.span_records(policy, order, records, policy.pieces // 2, False, None) > 0 and \
+    spans = auto_spans.span_records(policy, layout.written, records, policy.pieces // 2, False, None) > 0 and \
         auto_spans.ties(policy, t_ns, s_ns)
     if spans:
         # the sums tie by a quarter: the early rounds' spans decide, assumed to see the range
         verdicts = (streams(policy, 1 / tmpl["median"], 1 / stream["median"]), verdicts[1])
         source = source if source == "assumed" else f"{source}, spans assumed"
-    late = late_chunk(policy, order, llc_bytes)
+    late = late_chunk(policy, layout, llc_bytes)
     # the round stops after its first pair when one mode is decisively faster
     early = policy.decisive > 0 and max(ratio, 1 / ratio) >= policy.decisive
     # a late round ends early only with streaming
-    in_tmpl, in_stream = split(policy, records, order, verdicts, early, tmpl["threads"], late,
+    in_tmpl, in_stream = split(policy, records, layout, verdicts, early, tmpl["threads"], late,
                                early and ratio > 1, spans and not early)
     s = in_stream > in_tmpl
     # where the late rounds turn the verdict, the mode of most of the range after the other's
-    past_late = late is not None and -(-records // _chunk_pages(policy, order)) > late
+    past_late = late is not None and -(-records // _chunk_pages(policy, layout)) > late
     mode = ("streaming" if s else "template") if verdicts[0] == verdicts[1] or not past_late \
         else ("template, late streaming" if verdicts[1] else "streaming, late template")
     other = (in_tmpl if s else in_stream) / records
@@ -342,7 +340,7 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
     # sweep did not time (every repetition's, as its rounds ran in all of them)
     all_t, all_s = ({rep: rate for rep, rate, _cpu in row.get("by_rep") or []} for row in (tmpl, stream))
     truth = {k: all_s[k] * (policy.margin_den - 1) > all_t[k] * policy.margin_den for k in all_t.keys() & all_s.keys()}
-    logged = _logged_shares(policy, auto, records, order, tmpl["threads"], late, truth)
+    logged = _logged_shares(policy, auto, records, layout, tmpl["threads"], late, truth)
     share = None
     # repetitions summarize() left out (no round: all on remembered verdicts) follow those that learned
     remembered = logged is not None and None not in keys and not logged.keys() >= set(keys)
@@ -384,7 +382,7 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, ord
             "verdict": "MISS" if "MISS" in (verdict, verdict_t) else verdict}
 
 
-def _logged_shares(policy: Policy, auto: dict | None, records: int, order: int, threads: int,
+def _logged_shares(policy: Policy, auto: dict | None, records: int, layout: Layout, threads: int,
                    late: int | None, range_streams: dict | None = None) -> dict | None:
     """Per repetition, streamed_by_rounds() of the rounds the sweep logged in it; None unless
     the sweep logged them (all of them: the bench logs at most 1024 per sample) and they can
@@ -392,7 +390,7 @@ def _logged_shares(policy: Policy, auto: dict | None, records: int, order: int, 
     streaming, for spans the sweep did not time)."""
     shares = {}
     for rep, text in (auto or {}).get("rounds_by_rep") or []:
-        share = streamed_by_rounds(policy, records, order, threads, late, bench_stats.parse_rounds(text),
+        share = streamed_by_rounds(policy, records, layout, threads, late, bench_stats.parse_rounds(text),
                                    (range_streams or {}).get(rep))
         if share is None:
             return None

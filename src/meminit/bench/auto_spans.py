@@ -33,11 +33,11 @@ def ties(policy: Policy, t_ns: float, s_ns: float) -> bool:
     return t_ns * den > s_ns * (den - 1) and s_ns * den > t_ns * (den - 1)
 
 
-def span_records(policy: Policy, order: int, rest: int, pairs: int, late: bool, beside: bool | None) -> int:
-    """The struct pages of each span a round of a tie times (whole compound pages; 0 for none):
-    a full round (`pairs`), not late, not beside other threads, and room for a lead-in and both
-    spans in the `rest` of its chunk after the round (the bench's span_settles())."""
-    unit = 1 << order
+def span_records(policy: Policy, unit: int, rest: int, pairs: int, late: bool, beside: bool | None) -> int:
+    """The struct pages of each span a round of a tie times (whole compound pages of `unit` struct
+    pages written; 0 for none): a full round (`pairs`), not late, not beside other threads, and
+    room for a lead-in and both spans in the `rest` of its chunk after the round (the bench's
+    span_settles())."""
     span, lead = (-(-n // unit) * unit for n in (policy.span, policy.lead))
     if not span or late or beside is not None or pairs < policy.pieces // 2 or rest < lead + 2 * span:
         return 0

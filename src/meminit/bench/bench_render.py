@@ -87,7 +87,8 @@ def fault_table(rows: list[dict], skips: list[dict]) -> str:
                            "-" if "huge_fraction" not in r else f"{100 * r['huge_fraction']:.0f}%",
                            _f(r.get("x_limit"), 2, "x")] for r in sel]))
     for s in skips:
-        lines.append(f"skipped {s.get('kind', '?')} {s.get('strategy', '?')}: {s.get('reason', '')}")
+        where = "".join(f" {s[k]}" for k in ("layout", "dest") if k in s)
+        lines.append(f"skipped {s.get('kind', '?')} {s.get('strategy', '?')}{where}: {s.get('reason', '')}")
     return "\n".join(lines)
 
 

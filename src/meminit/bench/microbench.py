@@ -64,10 +64,11 @@ PROFILES = {
 }
 
 # --auto-sweep: issue 14's sweep, the learning auto against slow, template and streaming on the
-# kernel's chunks, in every size, layout and cache state, on 1 and 2 threads; nothing else; and
+# kernel's chunks, in every size, layout and cache state, on 1 and 2 threads (o9dedup: the
+# deduplicated DRAM memmap of devdax, which nobody walks: cold and just zeroed); nothing else; and
 # the twins of template and streaming, so that the sweep measures the bar's own noise (BEST_TWIN)
 AUTO_SWEEP = {"fill": f"slow,template,{STREAMING},auto,template{TWIN_SUFFIX},{STREAMING}{TWIN_SUFFIX}",
-              "threads": "1,2", "split": "chunked",
+              "threads": "1,2", "split": "chunked", "layouts": "o0,o9,o9dedup",
               "dests": "cold,warm,walked", "clear": "none", "fault": "none", "scale_fill": "none"}
 
 # ---------------------------------------------------------------------- run

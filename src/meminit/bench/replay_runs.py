@@ -5,6 +5,7 @@ on each (`bench-results replay`)."""
 from __future__ import annotations
 
 from meminit.bench import auto_replay, bench_stats
+from meminit.bench.memmap_layouts import LAYOUTS
 
 
 def configurations(rows: list[dict]) -> dict[tuple, dict]:
@@ -45,7 +46,7 @@ def replay_rows(policy: auto_replay.Policy, rows: list[dict], llc_bytes: int | N
     idx = {key: r for key, r in configurations(rows).items() if r["dest"] in auto_replay.JUDGED_DESTS}
     out = []
     for (strat, layout, dest, size, threads), t in idx.items():
-        if strat != "template" or layout not in ("o0", "o9"):
+        if strat != "template" or layout not in ("o0", "o9", "o9dedup"):
             continue
         s, auto = (idx.get((name, layout, dest, size, threads)) for name in (bench_stats.STREAMING, "auto"))
         foreign = stand_in = False
@@ -62,7 +63,7 @@ def replay_rows(policy: auto_replay.Policy, rows: list[dict], llc_bytes: int | N
         if not probes_usable and auto is not None and any(k in auto for k in PROBE_FIELDS):
             foreign, auto = True, {k: v for k, v in auto.items() if k not in PROBE_FIELDS}
         if s:
-            out.append(auto_replay.replay_cell(policy, t, s, auto, 0 if layout == "o0" else 9, llc_bytes))
+            out.append(auto_replay.replay_cell(policy, t, s, auto, LAYOUTS[layout], llc_bytes))
             if stand_in:
                 out[-1]["source"] = f"zeroed {out[-1]['source']}"
             if foreign:

@@ -16,6 +16,7 @@ import statistics
 from collections import defaultdict
 
 from meminit.bench import auto_replay, auto_spans, bench_stats, replay_runs
+from meminit.bench.memmap_layouts import LAYOUTS
 from meminit.bench.recorded_runs import RecordedRun
 from meminit.core import units
 
@@ -33,8 +34,7 @@ def by_condition(policy: auto_replay.Policy, run: RecordedRun) -> list[dict]:
     for (strategy, layout, dest, size, threads), row in idx.items():
         if strategy != "auto" or not row.get("rounds_by_rep"):
             continue
-        order = 0 if layout == "o0" else 9
-        late = auto_replay.late_chunk(policy, order, run.llc_bytes)
+        late = auto_replay.late_chunk(policy, LAYOUTS[layout], run.llc_bytes)
         groups: dict[int, list[tuple[float, bool]]] = defaultdict(list)
         for _rep, text in row["rounds_by_rep"]:
             for rnd in bench_stats.parse_rounds(text):
