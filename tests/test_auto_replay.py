@@ -107,6 +107,14 @@ def test_a_deduplicated_layout_counts_the_struct_pages_it_writes():
     # the late chunk counts the chunk's written bytes, as the kernel does: 2 x 32 MiB / 512 KiB
     assert auto_replay.late_chunk(POLICY, O9DEDUP, 32 << 20) == 128
     assert auto_replay.late_chunk(POLICY, O9, 32 << 20) == 32
+    # its chunks have no room for spans: probes that tie within a quarter where template copies
+    # the range twice as fast are the pieces' verdict (streaming, a miss), not spans' assumed one
+    tmpl, stream = _row("template", [20] * 7), _row("movntdq", [10] * 7)
+    auto = _row("auto", [10] * 7, probe_tmpl_ns=1100, probe_stream_ns=1000)
+    spans = auto_replay.Policy(memo=0, span=4096)
+    assert auto_replay.replay_cell(spans, tmpl, stream, auto, O0)["source"] == "probes, spans assumed"
+    cell = auto_replay.replay_cell(spans, tmpl, stream, auto, O9DEDUP)
+    assert (cell["source"], cell["verdict"]) == ("probes", "MISS")
 
 
 def _row(strategy, rates, **extra):

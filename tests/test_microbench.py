@@ -342,6 +342,9 @@ def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
     # the deduplicated layout: the 384 struct pages of each compound page the kernel does not
     # write stay poisoned in the reference, and every strategy must leave them so too
     assert any(l.startswith("ok reference o9dedup/private") and "the unwritten ones untouched" in l for l in ok)
+    # and its learning auto ran rounds: the flipping clock's mixed both modes over several
+    assert any(re.search(r"fill auto layout=o9dedup pgmap=fsdax threads=1 split=chunked/8192 clock=flipping "
+                         r"walk=0 .*\(rounds ([2-9]|\d\d+), streamed [1-9]", l) for l in ok)
     for name in ("slow", "slow-saferet", "template", "movnti", "movntdq", "repmovsb"):
         for layout in ("o0", "o9", "o9pre", "o9dedup"):
             assert any(f"fill {name} layout={layout} pgmap=private threads=2" in l for l in ok), (name, layout)
@@ -396,6 +399,7 @@ def test_verify_every_strategy_matches_slow_path(bench_binary: Path):
     ("auto-switch-ignored", "threads=[23] .*clock=(switch-|template-decisive|streaming-decisive|late-template-decisive)"),
     # a tie the spans settle keeps the pieces' verdict
     ("auto-span-ignored", "clock=span-(template|stream) .*: the spans did not decide a tie"),
+    ("auto-blind", "auto's rounds: every chunk before a verdict.*: the first chunk 3$"),
 ])
 def test_verify_catches_injected_bugs(bench_binary: Path, bug: str, where: str):
     proc = subprocess.run([str(bench_binary), "verify", "--size", "1M", "--bug", bug],
@@ -445,13 +449,16 @@ def test_the_deduplicated_layout_counts_written_struct_pages_and_is_never_walked
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     out = benchbin.parse_output(proc.stdout)
-    assert out.info["buffer_bytes"] == 4 << 20
+    # a buffer of its own of 4 KiB pages, as the kernel's vmemmap pages of a compound page are
+    assert out.info["dedup_buffer_bytes"] == 4 << 20 and out.info["dedup_buffer_thp_bytes"] == 0
     fills = {(s["strategy"], s["dest"]): s for s in out.samples if s["kind"] == "fill"}
     assert set(fills) == {(f, d) for f in ("template", "auto") for d in ("cold", "warm")}
     for dest in ("cold", "warm"):
         auto = fills[("auto", dest)]
         # 1 MiB written: 16384 struct pages, 65536 PFNs, two section chunks, one round (chunk 0)
         assert auto["records"] == 65536 * auto["passes"] and fills[("template", dest)]["chunks"] == 2
+        # every range learns (memo 0), in chunk 0 only (one thread: chunk 1 has its verdict)
+        assert auto["rounds"] == auto["passes"] > 0
         assert auto["probe_records"] == 1024 * auto["rounds"] and auto["spans"] == 0
     assert {(s["layout"], s["dest"]) for s in out.skips} == {("o9dedup", "walked"), ("o9dedup", "readback")}
     assert all("nothing walks" in s["reason"] for s in out.skips)

@@ -6,7 +6,10 @@
  * chunks (the kernel's split); every chunk whose index is 0 or a power of
  * two starts with a probe round (chunk 1 only while no round has published a
  * verdict: on one thread chunk 0's round has, and chunk 2's learns again
- * soon enough): two pairs of pieces of at least auto_probe_min records,
+ * soon enough), and so does every other chunk taken before any verdict
+ * (patch 11 since 2026-11-29: on a node with a CPU per chunk they are all
+ * taken at once; on one and two threads none is, so nothing measured here
+ * changes): two pairs of pieces of at least auto_probe_min records,
  * whole compound pages, each pair a template lead-in of at least
  * auto_probe_lead records (the first timed), a timed template piece and a
  * timed streaming piece (drained before the clock is read), with MFENCE
@@ -243,7 +246,10 @@ static void publish(unsigned long idx, int s)
 
 int auto_probe_chunk(unsigned long chunk, int learned)
 {
-	return !(chunk & (chunk - 1)) && !(chunk == 1 && learned);
+	/* BUG_AUTO_BLIND: the rule before 2026-11-29, other chunks never round */
+	if (bug == BUG_AUTO_BLIND)
+		return !(chunk & (chunk - 1)) && !(chunk == 1 && learned);
+	return !learned || (chunk != 1 && !(chunk & (chunk - 1)));
 }
 
 /*

@@ -185,7 +185,8 @@ int auto_probe_chunk(unsigned long chunk, int learned);
 /*
  * The sizes of a round, in PFNs (records of the map): whole compound pages,
  * each writing compound_nr_pages(pgmap) struct pages (a quarter of its PFNs
- * in layout o9dedup).  A probe piece of chunk: */
+ * in layout o9dedup).  A probe piece of chunk:
+ */
 unsigned long auto_probe_records(const struct dev_pagemap *pgmap, unsigned long chunk);
 /* a full probe round: two lead-ins and the four pieces */
 unsigned long auto_round_records(const struct dev_pagemap *pgmap, unsigned long chunk);

@@ -137,7 +137,8 @@ const struct layout *find_layout(const char *name);
 void set_layout(const struct layout *l);
 /* PFNs of a range whose init writes written_bytes of struct pages */
 unsigned long layout_pfns(const struct layout *l, size_t written_bytes);
-void fill_samples(struct opts *o, int rep, char *buf, int avx512);
+/* dedup_buf: layout o9dedup's buffer (run.c) */
+void fill_samples(struct opts *o, int rep, char *buf, char *dedup_buf, int avx512);
 
 /* ----------------------------------------------------------- clear_fault.c */
 

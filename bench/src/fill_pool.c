@@ -316,7 +316,9 @@ uint64_t run_auto_fill(int pre, uint64_t (*clock)(void), int threads, struct pag
 	 */
 	fns.late_chunk = auto_late_chunk(memmap_written_pages(chunk_round(chunk_req_pages, order),
 							     &the_pgmap) * 64, llc);
-	fns.memo_class = auto_memo_class(prep == PREP_COLD, fns.walk != NULL, order, threads);
+	/* cold stands for an altmap, which a deduplicated vmemmap never has */
+	fns.memo_class = auto_memo_class(prep == PREP_COLD && !the_pgmap.vmemmap_optimized,
+					 fns.walk != NULL, order, threads);
 	fns.memo_size_log2 = 63 - (unsigned int)__builtin_clzl(memmap_written_pages(nr_pages,
 										      &the_pgmap) * 64 | 1);
 	fns.several_threads = threads > 1;

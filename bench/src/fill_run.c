@@ -127,13 +127,13 @@ const struct fill_strategy *find_fill(const char *name)
 
 /*
  * The layouts of the records: o9pre writes the first tail with the compound
- * head's data already in it; o9dedup is o9 as the kernel writes a DRAM memmap
- * of 2 MiB compound pages on x86-64 (devdax map=mem), 128 of each 512 struct
- * pages (compound_nr_pages()).  Its sizes count the struct pages written, as
+ * head's data already in it, as the series does; o9dedup is o9pre as the
+ * kernel writes a DRAM memmap of 2 MiB compound pages on x86-64 (devdax
+ * map=mem), 128 of each 512 struct pages (compound_nr_pages()).  Its sizes count the struct pages written, as
  * the kernel's thresholds do: its range spans four times as many PFNs.
  */
 static const struct layout layouts[] = {
-	{ "o0", 0, 0, 0 }, { "o9", 9, 0, 0 }, { "o9pre", 9, 1, 0 }, { "o9dedup", 9, 0, 1 },
+	{ "o0", 0, 0, 0 }, { "o9", 9, 0, 0 }, { "o9pre", 9, 1, 0 }, { "o9dedup", 9, 1, 1 },
 };
 
 const struct layout *find_layout(const char *name)
@@ -165,7 +165,7 @@ unsigned long layout_pfns(const struct layout *l, size_t written_bytes)
  * that no strategy always runs at the same place or after the same one: what
  * a fill leaves behind, in the host or the prefetchers, is then not always
  * the same strategy's to pay. */
-void fill_samples(struct opts *o, int rep, char *buf, int avx512)
+void fill_samples(struct opts *o, int rep, char *buf, char *dedup_buf, int avx512)
 {
 	uint64_t config = 0;
 
@@ -178,6 +178,7 @@ void fill_samples(struct opts *o, int rep, char *buf, int avx512)
 			const struct layout *lay = find_layout(o->layouts[li]);
 			int pre = lay->pre, order = (int)lay->order;
 			unsigned long nr = layout_pfns(lay, size);
+			struct page *map = (struct page *)(lay->dedup ? dedup_buf : buf);
 
 			for (int di = 0; di < o->n_dests; di++) {
 				const char *dest = o->dests[di];
@@ -214,6 +215,13 @@ void fill_samples(struct opts *o, int rep, char *buf, int avx512)
 
 							ns = 0;
 							auto_log_reset();
+							/*
+							 * a sample's ranges remember verdicts for
+							 * one another (the replay's learning_share()),
+							 * not for the next configuration's: a sweep
+							 * interleaves what no owner maps in turn
+							 */
+							auto_memo_reset();
 							for (unsigned long k = 0; k < passes; k++) {
 								int prep = strcmp(dest, "warm") && !walked ?
 									   PREP_COLD : PREP_WARM;
@@ -221,10 +229,10 @@ void fill_samples(struct opts *o, int rep, char *buf, int avx512)
 								set_layout(lay);
 								if (fs->learns)
 									ns += run_auto_fill(pre, now_ns, threads,
-											    (struct page *)buf, nr,
+											    map, nr,
 											    order, rb, prep, &learned);
 								else
-									ns += run_fill(fn, threads, (struct page *)buf,
+									ns += run_fill(fn, threads, map,
 										       nr, order, rb, prep, split);
 								cpu += last_cpu_ns;
 							}

@@ -207,6 +207,7 @@ int parse_opts(int argc, char **argv, struct opts *o)
 			else if (!strcmp(optarg, "auto-first-overrun")) bug = BUG_AUTO_FIRST_OVERRUN;
 			else if (!strcmp(optarg, "auto-switch-ignored")) bug = BUG_AUTO_SWITCH_IGNORED;
 			else if (!strcmp(optarg, "auto-span-ignored")) bug = BUG_AUTO_SPAN_IGNORED;
+			else if (!strcmp(optarg, "auto-blind")) bug = BUG_AUTO_BLIND;
 			else die("unknown bug '%s'", optarg);
 			break;
 		default:

@@ -52,7 +52,9 @@ struct dev_pagemap {
 /* struct pages the init writes per compound page (the kernel's compound_nr_pages()) */
 static inline unsigned long compound_nr_pages(const struct dev_pagemap *pgmap)
 {
-	if (pgmap->vmemmap_optimized && pgmap->vmemmap_shift)
+	/* the kernel optimises only compound pages whose struct pages span more */
+	if (pgmap->vmemmap_optimized &&
+	    (64UL << pgmap->vmemmap_shift) / PAGE_SIZE_4K > VMEMMAP_RESERVE_NR)
 		return VMEMMAP_RESERVE_NR * (PAGE_SIZE_4K / 64);
 	return 1UL << pgmap->vmemmap_shift;
 }
@@ -174,6 +176,7 @@ struct fill_job {
 #define BUG_AUTO_FIRST_OVERRUN 13	/* learning auto: a round's first write runs past what it counts */
 #define BUG_AUTO_SWITCH_IGNORED 14	/* learning auto: rounds beside other threads keep the 1/32 margin */
 #define BUG_AUTO_SPAN_IGNORED 15	/* learning auto: a tie the spans settle keeps the pieces' verdict */
+#define BUG_AUTO_BLIND 16	/* learning auto: a chunk taken before any verdict has no round unless a power of two */
 
 /* kslow.c: the kernel's slow path, compiled like the kernel */
 void slow_memmap_init_zone_device(const struct fill_job *j);

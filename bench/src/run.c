@@ -33,14 +33,22 @@ int cmd_run(struct opts *o)
 	auto_min[PLACE_ALTMAP] = o->auto_altmap_min ? o->auto_altmap_min : llc;
 	auto_min[PLACE_DRAM] = o->auto_dram_min ? o->auto_dram_min : 2 * llc;
 	alloc_scratch();
-	size_t max_map = 0;
+	size_t max_map = 0, dedup_map = 0;
+	char *dedup_buf = NULL;
 
-	/* a layout's range spans more PFNs than it writes struct pages (o9dedup: 4x) */
+	/*
+	 * o9dedup's range spans four times the PFNs it writes struct pages, in
+	 * a buffer of its own of 4 KiB pages: the kernel's two vmemmap pages of
+	 * a compound page are separate pages, mapped by PTEs, and a THP-backed
+	 * buffer would put every written 8 KiB at a 32 KiB physical stride too
+	 */
 	for (int i = 0; i < o->n_layouts; i++) {
 		const struct layout *l = find_layout(o->layouts[i]);
 		size_t map = layout_pfns(l, max_fill) * 64;
 
-		if (map > max_map)
+		if (l->dedup)
+			dedup_map = map;
+		else if (map > max_map)
 			max_map = map;
 		for (int d = 0; d < o->n_dests; d++)
 			if (l->dedup && (!strcmp(o->dests[d], "walked") || !strcmp(o->dests[d], "readback")))
@@ -52,13 +60,18 @@ int cmd_run(struct opts *o)
 	printf("info llc_bytes=%zu\ninfo evict_bytes=%zu\ninfo avx512f=%d\ninfo clzero=%d\n"
 	       "info movsb_block=%zu\ninfo pgmap_type=%d\ninfo buffer_bytes=%zu\n"
 	       "info auto_altmap_min=%zu\ninfo auto_dram_min=%zu\ninfo chunk_pages=%lu\n"
-	       "info llc_sysconf=%ld\ninfo clear_fault=%d\ninfo auto_order=%s\n",
+	       "info llc_sysconf=%ld\ninfo clear_fault=%d\ninfo auto_order=%s\n"
+	       "info dedup_buffer_bytes=%zu\n",
 	       llc, o->evict_bytes, avx512, clzero, scratch_bytes, the_pgmap.type, need,
 	       auto_min[PLACE_ALTMAP], auto_min[PLACE_DRAM], chunk_req_pages,
-	       sysconf(_SC_LEVEL3_CACHE_SIZE), clear_fault, auto_order_name());
+	       sysconf(_SC_LEVEL3_CACHE_SIZE), clear_fault, auto_order_name(), dedup_map);
 	fflush(stdout);
 	buf = alloc_buf(need, 1);
 	printf("info buffer_thp_bytes=%zu\n", anon_huge_bytes(buf));
+	if (dedup_map) {
+		dedup_buf = alloc_buf(dedup_map, 0);
+		printf("info dedup_buffer_thp_bytes=%zu\n", anon_huge_bytes(dedup_buf));
+	}
 	evict_len = o->evict_bytes;
 	evict_buf = alloc_buf(evict_len, 0);
 
@@ -86,8 +99,10 @@ int cmd_run(struct opts *o)
 		/* the kernel may split the buffer's huge pages (e.g. the THP shrinker
 		 * for zero-filled subpages): re-dirty it and record its THP backing */
 		memset(buf, 0x5a, need);
+		if (dedup_buf)
+			memset(dedup_buf, 0x5a, dedup_map);
 		printf("info rep%d_buffer_thp_bytes=%zu\n", rep, anon_huge_bytes(buf));
-		fill_samples(o, rep, buf, avx512);
+		fill_samples(o, rep, buf, dedup_buf, avx512);
 		fflush(stdout);
 		clear_samples(o, rep, buf, avx512, clzero);
 		fflush(stdout);

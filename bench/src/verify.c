@@ -922,6 +922,36 @@ static void verify_auto_tiles(void)
 	auto_reset();
 }
 
+/*
+ * Which chunks start with a round (patch 11's memmap_init_auto_is_probe_chunk()),
+ * from a table written out apart from auto.c: before any verdict every chunk,
+ * since on a node with a CPU per chunk all of them are taken at once; after
+ * one, chunk 0 and the powers of two from 2 on.
+ */
+static void verify_auto_schedule(void)
+{
+	unsigned long wrong = 0, first = 0;
+	char what[200];
+
+	for (unsigned long c = 0; c < 130; c++) {
+		int pow2 = c == 2;
+
+		for (unsigned long p = 4; p <= c; p *= 2)
+			pow2 |= p == c;
+		for (int learned = 0; learned < 2; learned++)
+			if (auto_probe_chunk(c, learned) != (!learned || c == 0 || pow2)) {
+				if (!wrong++)
+					first = c;
+			}
+	}
+	snprintf(what, sizeof(what), "auto's rounds: every chunk before a verdict, 0, 2, 4 ... "
+		 "after one (%lu wrong)", wrong);
+	if (wrong)
+		snprintf(what + strlen(what), sizeof(what) - strlen(what),
+			 ": the first chunk %lu", first);
+	report(!wrong, what);
+}
+
 /* The share of a piece's read-back the candidate walk hint counts (issue 33). */
 static void verify_auto_walk_share(void)
 {
@@ -980,6 +1010,7 @@ int cmd_verify(struct opts *o)
 	auto_span = 0;
 	alloc_scratch();
 	verify_auto_walk_share();
+	verify_auto_schedule();
 	verify_auto_tiles();
 	buf = alloc_buf(most + 2 * GUARD, 1);
 	ref = malloc(most + 2 * GUARD);

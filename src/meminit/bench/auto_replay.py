@@ -311,7 +311,9 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, lay
         source = "assumed"
     ratio = t_ns / s_ns
     verdicts = (streams(policy, t_ns, s_ns), streams(policy, t_ns, s_ns, late=True))
-    spans = auto_spans.span_records(policy, layout.written, records, policy.pieces // 2, False, None) > 0 and \
+    # room for spans: what chunk 0 leaves after a full round (none in a deduplicated layout's)
+    room = min(records, _chunk_pages(policy, layout)) - _round_records(policy, layout, policy.pieces // 2)
+    spans = auto_spans.span_records(policy, layout.written, room, policy.pieces // 2, False, None) > 0 and \
         auto_spans.ties(policy, t_ns, s_ns)
     if spans:
         # the sums tie by a quarter: the early rounds' spans decide, assumed to see the range

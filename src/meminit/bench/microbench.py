@@ -64,11 +64,12 @@ PROFILES = {
 }
 
 # --auto-sweep: issue 14's sweep, the learning auto against slow, template and streaming on the
-# kernel's chunks, in every size, layout and cache state, on 1 and 2 threads (o9dedup: the
-# deduplicated DRAM memmap of devdax, which nobody walks: cold and just zeroed); nothing else; and
+# kernel's chunks, in every size, layout and cache state, on 1 and 2 threads (order 9 as the
+# series writes it, o9pre, since 2026-11-29; o9dedup: the deduplicated DRAM memmap of devdax,
+# which nobody walks: cold and just zeroed); nothing else; and
 # the twins of template and streaming, so that the sweep measures the bar's own noise (BEST_TWIN)
 AUTO_SWEEP = {"fill": f"slow,template,{STREAMING},auto,template{TWIN_SUFFIX},{STREAMING}{TWIN_SUFFIX}",
-              "threads": "1,2", "split": "chunked", "layouts": "o0,o9,o9dedup",
+              "threads": "1,2", "split": "chunked", "layouts": "o0,o9pre,o9dedup",
               "dests": "cold,warm,walked", "clear": "none", "fault": "none", "scale_fill": "none"}
 
 # ---------------------------------------------------------------------- run

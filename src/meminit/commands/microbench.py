@@ -65,10 +65,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--auto-dram-min", dest="auto_dram_min", type=BYTES,
                    help="auto-dram streams from this memmap size on (default: 2 x the LLC size, as the kernel)")
     p.add_argument("--layouts", help="o0 (every record a head), o9 (order-9 compounds, head data "
-                                     "after the tails), o9pre (first tail pre-composed), o9dedup (o9 "
+                                     "after the tails), o9pre (first tail pre-composed, as the "
+                                     "series writes it), o9dedup (o9pre "
                                      "as x86-64 deduplicates a DRAM memmap: 128 of 512 struct pages "
                                      "written, sizes count those; not walked); default o0,o9, "
-                                     "--auto-sweep o0,o9,o9dedup")
+                                     "--auto-sweep o0,o9pre,o9dedup")
     p.add_argument("--dests", help="cold, warm (just zeroed), walked (just zeroed, then walked once "
                                    "after the fill), readback (each chunk read back after its fill) "
                                    "(default cold,warm,walked,readback; --auto-sweep: cold,warm,walked)")
