@@ -147,7 +147,12 @@ static unsigned int memo_slot(unsigned long idx)
 	return idx ? 64 - (unsigned int)__builtin_clzl(idx) : 0;
 }
 
-/* Take a remembered verdict for this chunk's slot if one still serves: 1 and *s. */
+/*
+ * Take a remembered verdict for this chunk's slot if one still serves: 1 and
+ * *s.  A chunk between two powers of two (a round only when taken before any
+ * verdict) reads the lower one's slot without using up its count, as patch
+ * 11's memmap_init_auto_recall().
+ */
 static int memo_take(const struct auto_fns *fn, unsigned long idx, int *s)
 {
 	_Atomic long *left = &memo[fn->memo_class].slot[memo_slot(idx)].left;
@@ -160,7 +165,8 @@ static int memo_take(const struct auto_fns *fn, unsigned long idx, int *s)
 		return 0;
 	n = atomic_load_explicit(left, memory_order_acquire);
 	while (n > 0)
-		if (atomic_compare_exchange_weak_explicit(left, &n, n - 1, memory_order_acquire,
+		if ((idx & (idx - 1)) ||
+		    atomic_compare_exchange_weak_explicit(left, &n, n - 1, memory_order_acquire,
 							  memory_order_acquire)) {
 			*s = atomic_load_explicit(&memo[fn->memo_class].slot[memo_slot(idx)].streams,
 						  memory_order_relaxed);
@@ -178,7 +184,8 @@ static void memo_keep(const struct auto_fns *fn, unsigned long idx, int s)
 	uint64_t now;
 	int stale;
 
-	if (auto_memo < 2)
+	/* a chunk between two powers of two keeps nothing (memo_take()) */
+	if (auto_memo < 2 || (idx & (idx - 1)))
 		return;
 	now = now_ns();
 	stale = now - atomic_load_explicit(&memo[fn->memo_class].stamp_ns,
