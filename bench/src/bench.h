@@ -133,6 +133,8 @@ struct layout {
 };
 
 const struct layout *find_layout(const char *name);
+/* a pgmap of the given type with the layout's compound pages */
+struct dev_pagemap layout_pgmap(const struct layout *l, enum memory_type type);
 /* the_pgmap as the layout's init sees it */
 void set_layout(const struct layout *l);
 /* PFNs of a range whose init writes written_bytes of struct pages */

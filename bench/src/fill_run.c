@@ -129,8 +129,9 @@ const struct fill_strategy *find_fill(const char *name)
  * The layouts of the records: o9pre writes the first tail with the compound
  * head's data already in it, as the series does; o9dedup is o9pre as the
  * kernel writes a DRAM memmap of 2 MiB compound pages on x86-64 (devdax
- * map=mem), 128 of each 512 struct pages (compound_nr_pages()).  Its sizes count the struct pages written, as
- * the kernel's thresholds do: its range spans four times as many PFNs.
+ * map=mem), 128 of each 512 struct pages (compound_nr_pages()).  Its sizes
+ * count the struct pages written, as the kernel's thresholds do: its range
+ * spans four times as many PFNs.
  */
 static const struct layout layouts[] = {
 	{ "o0", 0, 0, 0 }, { "o9", 9, 0, 0 }, { "o9pre", 9, 1, 0 }, { "o9dedup", 9, 1, 1 },
@@ -145,15 +146,20 @@ const struct layout *find_layout(const char *name)
 	return NULL;
 }
 
+struct dev_pagemap layout_pgmap(const struct layout *l, enum memory_type type)
+{
+	return (struct dev_pagemap){ .type = type, .vmemmap_shift = l->order,
+				     .vmemmap_optimized = l->dedup };
+}
+
 void set_layout(const struct layout *l)
 {
-	the_pgmap.vmemmap_shift = l->order;
-	the_pgmap.vmemmap_optimized = l->dedup;
+	the_pgmap = layout_pgmap(l, the_pgmap.type);
 }
 
 unsigned long layout_pfns(const struct layout *l, size_t written_bytes)
 {
-	struct dev_pagemap pgmap = { .vmemmap_shift = l->order, .vmemmap_optimized = l->dedup };
+	struct dev_pagemap pgmap = layout_pgmap(l, the_pgmap.type);
 
 	return written_bytes / 64 / compound_nr_pages(&pgmap) << l->order;
 }
@@ -179,6 +185,8 @@ void fill_samples(struct opts *o, int rep, char *buf, char *dedup_buf, int avx51
 			int pre = lay->pre, order = (int)lay->order;
 			unsigned long nr = layout_pfns(lay, size);
 			struct page *map = (struct page *)(lay->dedup ? dedup_buf : buf);
+
+			set_layout(lay);
 
 			for (int di = 0; di < o->n_dests; di++) {
 				const char *dest = o->dests[di];
@@ -226,7 +234,6 @@ void fill_samples(struct opts *o, int rep, char *buf, char *dedup_buf, int avx51
 								int prep = strcmp(dest, "warm") && !walked ?
 									   PREP_COLD : PREP_WARM;
 
-								set_layout(lay);
 								if (fs->learns)
 									ns += run_auto_fill(pre, now_ns, threads,
 											    map, nr,

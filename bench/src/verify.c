@@ -866,13 +866,13 @@ static void verify_auto_tiles(void)
 	char what[320];
 
 	for (int aged = 0; aged < 2; aged++)
-	for (int lo = 0; lo < 3; lo++)	/* o0, o9, o9dedup */
+	for (int lo = 0; lo < 3; lo++)
 	for (size_t so = 0; so < n_auto_orders; so++)
 	for (int ci = 0; ci < 3; ci++)
 	for (unsigned long idx = 0; idx < 4; idx++)
 	for (int size = 0; size < 4; size++) {
-		struct dev_pagemap pgmap = { .type = the_pgmap.type, .vmemmap_shift = lo ? 9 : 0,
-					     .vmemmap_optimized = lo == 2 };
+		static const char *const names[] = { "o0", "o9", "o9dedup" };
+		struct dev_pagemap pgmap = layout_pgmap(find_layout(names[lo]), the_pgmap.type);
 		unsigned int order = (unsigned int)pgmap.vmemmap_shift;
 		unsigned long unit = 1UL << order, round, nr;
 		struct fill_job chunk;

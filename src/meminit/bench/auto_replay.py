@@ -243,7 +243,7 @@ def streamed_by_rounds(policy: Policy, records: int, layout: Layout, threads: in
             for beside, weight in (((False, 1 - follow), (True, follow))
                                    if timed_beside_others(threads, idx) else ((None, 1.0),)):
                 won, pairs = round_verdict(policy, rnd, is_late, beside)
-                span = auto_spans.span_records(policy, layout.written, size - _round_records(policy, layout, pairs),
+                span = auto_spans.span_records(policy, layout, size - _round_records(policy, layout, pairs),
                                                pairs, is_late, beside) \
                     if auto_spans.ties(policy, *logged_faster_pieces(rnd)[:2]) else 0
                 if span:
@@ -288,7 +288,7 @@ def split(policy: Policy, records: int, layout: Layout, verdicts: tuple[bool, bo
             is_late = late is not None and idx >= late
             mode = verdicts[is_late]
             pairs = 1 if (early_late if is_late else early) else policy.pieces // 2
-            span = auto_spans.span_records(policy, layout.written, size - _round_records(policy, layout, pairs), pairs,
+            span = auto_spans.span_records(policy, layout, size - _round_records(policy, layout, pairs), pairs,
                                            is_late, True if timed_beside_others(threads, idx) else None) \
                 if spans else 0
             t, s = _chunk_with_round(policy, layout, size, pairs, mode, learns, span)
@@ -313,7 +313,7 @@ def replay_cell(policy: Policy, tmpl: dict, stream: dict, auto: dict | None, lay
     verdicts = (streams(policy, t_ns, s_ns), streams(policy, t_ns, s_ns, late=True))
     # room for spans: what chunk 0 leaves after a full round (none in a deduplicated layout's)
     room = min(records, _chunk_pages(policy, layout)) - _round_records(policy, layout, policy.pieces // 2)
-    spans = auto_spans.span_records(policy, layout.written, room, policy.pieces // 2, False, None) > 0 and \
+    spans = auto_spans.span_records(policy, layout, room, policy.pieces // 2, False, None) > 0 and \
         auto_spans.ties(policy, t_ns, s_ns)
     if spans:
         # the sums tie by a quarter: the early rounds' spans decide, assumed to see the range

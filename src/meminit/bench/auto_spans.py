@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from meminit.bench.memmap_layouts import Layout
+
 
 class Policy(Protocol):
     """What of auto_replay.Policy (frozen) the spans read: struct pages per span (0: none),
@@ -33,12 +35,11 @@ def ties(policy: Policy, t_ns: float, s_ns: float) -> bool:
     return t_ns * den > s_ns * (den - 1) and s_ns * den > t_ns * (den - 1)
 
 
-def span_records(policy: Policy, unit: int, rest: int, pairs: int, late: bool, beside: bool | None) -> int:
-    """The struct pages of each span a round of a tie times (whole compound pages of `unit` struct
-    pages written; 0 for none): a full round (`pairs`), not late, not beside other threads, and
-    room for a lead-in and both spans in the `rest` of its chunk after the round (the bench's
-    span_settles())."""
-    span, lead = (-(-n // unit) * unit for n in (policy.span, policy.lead))
+def span_records(policy: Policy, layout: Layout, rest: int, pairs: int, late: bool, beside: bool | None) -> int:
+    """The struct pages of each span a round of a tie times (whole compound pages of `layout`; 0
+    for none): a full round (`pairs`), not late, not beside other threads, and room for a lead-in
+    and both spans in the `rest` of its chunk after the round (the bench's span_settles())."""
+    span, lead = layout.whole(policy.span), layout.whole(policy.lead)
     if not span or late or beside is not None or pairs < policy.pieces // 2 or rest < lead + 2 * span:
         return 0
     return span

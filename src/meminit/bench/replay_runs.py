@@ -46,7 +46,7 @@ def replay_rows(policy: auto_replay.Policy, rows: list[dict], llc_bytes: int | N
     idx = {key: r for key, r in configurations(rows).items() if r["dest"] in auto_replay.JUDGED_DESTS}
     out = []
     for (strat, layout, dest, size, threads), t in idx.items():
-        if strat != "template" or layout not in ("o0", "o9", "o9pre", "o9dedup"):
+        if strat != "template" or layout not in LAYOUTS:
             continue
         s, auto = (idx.get((name, layout, dest, size, threads)) for name in (bench_stats.STREAMING, "auto"))
         foreign = stand_in = False
