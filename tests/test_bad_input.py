@@ -15,9 +15,9 @@ import pytest
 
 from meminit import cli
 from meminit.bench import bench_results
-from meminit.core import proc
+from meminit.core import hostinfo, proc
 from meminit.guest import vm
-from meminit.kernel import build
+from meminit.kernel import build, package
 
 NUMERIC = {"integer", "number", "size", "integer list", "size list"}
 
@@ -220,3 +220,35 @@ def test_an_action_without_the_argument_it_needs_is_a_usage_error(monkeypatch, c
         cli.main(["bench-results", "add"])
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "Traceback" not in err and "add needs RUN" in err
+
+
+@pytest.mark.parametrize("command", ["run", "boot"])
+def test_guest_memory_beyond_this_machine_is_refused_before_any_work(monkeypatch, capsys, command):
+    """Issue 66: `run --memory 1T` on a 24 GiB machine installed packages and unpacked the
+    source before QEMU refused it."""
+    monkeypatch.setattr(hostinfo, "memory_bytes", lambda meminfo=None: 24 << 30)
+    parser = cli.make_parser()
+    for group in parser._subparsers._group_actions:
+        for sub in group.choices.values():
+            sub.set_defaults(func=fail)
+    monkeypatch.setattr(cli, "make_parser", lambda: parser)
+    with pytest.raises(SystemExit) as stop:
+        cli.main([command, "--memory", "1T"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "at most 24G (this machine's memory), got '1T'" in err
+    # the machine's own size still fits
+    args = parser.parse_args([command, "--memory", "24G"])
+    assert args.memory == 24 << 30
+
+
+def test_memory_bytes_reads_memtotal():
+    assert hostinfo.memory_bytes("MemFree: 5 kB\nMemTotal:       24683652 kB\n") == 24683652 * 1024
+    assert hostinfo.memory_bytes("") is None
+
+
+def test_package_says_it_serves_the_lts_only(monkeypatch, capsys):
+    monkeypatch.setattr(package, "package", fail)
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["package", "--linux", "7.3"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "package serves Linux 6.12 only" in err and "Traceback" not in err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from meminit.bench import auto_replay, bench_results, recorded_runs, round_conditions
+from meminit.bench import auto_replay, bench_results, recorded_runs, round_conditions, stream_rules
 from meminit.commands import options
 
 
@@ -22,6 +22,10 @@ def _cmd_bench_results(args: argparse.Namespace) -> int:
                                                        walk_max=args.walk_max),
                                       recorded_runs.recorded_runs([Path(r) for r in args.run])), end="")
         return 0
+    if args.action == "rules":
+        print(stream_rules.report(recorded_runs.recorded_runs([Path(r) for r in args.run]), auto_replay.Policy(),
+                                  args.markdown), end="")
+        return 0
     if args.action == "add":
         if len(args.run) != 1:
             args.usage_error("add needs RUN (one): a microbench run directory, or a table.txt")
@@ -33,11 +37,13 @@ def _cmd_bench_results(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench-results", help="per-CPU benchmark summaries (bench/results/) and their table")
-    p.add_argument("action", choices=("add", "table", "replay", "rounds"),
+    p.add_argument("action", choices=("add", "table", "replay", "rounds", "rules"),
                    help="add: summarise a microbench run into bench/results/; table: the table across CPUs; "
                    "replay: the learning auto over every recorded sweep (bench/results/, ../shared/measurements/); "
-                   "rounds: what its logged rounds measured, by the mode the other chunks were written in")
-    p.add_argument("run", nargs="*", help="add: a microbench run directory, or a table.txt; replay, rounds: "
+                   "rounds: what its logged rounds measured, by the mode the other chunks were written in; "
+                   "rules: fixed streaming rules beside the learning auto, time-weighted, per CPU, and the "
+                   "simplest that meets the bars")
+    p.add_argument("run", nargs="*", help="add: a microbench run directory, or a table.txt; replay, rounds, rules: "
                    "more runs (name them before the options)")
     p.add_argument("--source", help="add: where the run came from (default: its path)")
     p.add_argument("--cpu-model", help="add, for a table.txt: the CPU model string")
@@ -81,4 +87,5 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "before); walked ranges the sweep read back past it are judged by the rounds of "
                         "the same run's just-zeroed range")
     p.add_argument("--write", action="store_true", help="table: write the table into bench/RESULTS.md")
+    p.add_argument("--markdown", action="store_true", help="rules: the table in Markdown")
     p.set_defaults(func=_cmd_bench_results, usage_error=p.error)

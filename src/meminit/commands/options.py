@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from meminit.core import kernels, units
+from meminit.core import hostinfo, kernels, units
 from meminit.guest import vm
 from meminit.core.errors import MeminitError
 from meminit.core.kernels import Linux
@@ -123,8 +123,9 @@ def number(zero: str = "") -> OptionType:
                       lambda x: math.isfinite(x) and (x >= 0 if zero else x > 0))
 
 
-def size(multiple: int = 1, minimum: int = 1) -> OptionType:
-    """A size in bytes (16M, 1.5G, 4096), at least `minimum`, a multiple of `multiple`."""
+def size(multiple: int = 1, minimum: int = 1, maximum: int | None = None, most: str = "") -> OptionType:
+    """A size in bytes (16M, 1.5G, 4096), at least `minimum`, a multiple of `multiple`, at
+    most `maximum` (`most` says what that is)."""
     accepts = "a size such as 16M, 1.5G or 4096"
     if multiple > 1:
         accepts = f"a size that is a positive multiple of {units.format_size(multiple)}"
@@ -132,8 +133,18 @@ def size(multiple: int = 1, minimum: int = 1) -> OptionType:
         accepts += f", at least {units.format_size(minimum)}"
     if minimum == 0:
         accepts += ", or 0"
+    if maximum is not None:
+        accepts += f", at most {units.format_size(maximum)}{f' ({most})' if most else ''}"
     return OptionType("size", accepts, lambda text: units.parse_size(text, minimum),
-                      lambda n: n % multiple == 0)
+                      lambda n: n % multiple == 0 and (maximum is None or n <= maximum))
+
+
+def guest_memory() -> OptionType:
+    """A guest's memory: a multiple of 1M, at most this machine's memory (QEMU would fail
+    only once the packages are installed, the source unpacked and the kernels built)."""
+    total = hostinfo.memory_bytes()
+    return size(multiple=units.MIB, maximum=None if total is None else total // units.MIB * units.MIB,
+                most="this machine's memory")
 
 
 def listed(item: OptionType) -> OptionType:
@@ -174,7 +185,7 @@ def add_guest_options(p: argparse.ArgumentParser, *names: str, timeout: int | No
         "accel": dict(choices=["auto", "kvm", "tcg"], default=defaults.accel,
                       help="QEMU accelerator (default: KVM if a trial guest boots, else TCG)"),
         "cpus": dict(type=integer(), default=defaults.cpus, help=f"guest CPUs (default {defaults.cpus})"),
-        "memory": dict(type=size(multiple=units.MIB), default=defaults.memory,
+        "memory": dict(type=guest_memory(), default=defaults.memory,
                        help="guest memory, e.g. 8G, a multiple of 1M (default: what the scenario needs)"),
         "append": dict(action="append", default=[], metavar="PARAM", help="extra kernel parameter (repeatable)"),
         "timeout": dict(type=integer(), default=timeout,

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import argparse
 
+from meminit.core import kernels
 from meminit.kernel import package
 from meminit.commands import options
 
 
 def _cmd_package(args: argparse.Namespace) -> int:
+    if options.linux_from(args) != kernels.DEFAULT:
+        options.refuse(args, f"package serves Linux {kernels.DEFAULT.version} only: its packages are what a "
+                             f"user of Debian's {kernels.DEFAULT.version} kernel installs (its version, "
+                             f"Debian's linux-config-{kernels.DEFAULT.version}); the {args.linux} series "
+                             f"is built and booted by run, test and boot --linux {args.linux}")
     package.package(args.config, args.jobs, with_series=not args.base)
     return 0
 
@@ -22,4 +28,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--base", action="store_true",
                    help="the pristine source with the same config, no series: the base line to measure against")
     p.add_argument("-j", "--jobs", type=options.integer(), help="build jobs (default: CPUs)")
-    p.set_defaults(func=_cmd_package)
+    options.add_linux_option(p)
+    p.set_defaults(func=_cmd_package, parser=p)

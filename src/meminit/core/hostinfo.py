@@ -71,6 +71,14 @@ def cpu_busy(seconds: float = 1.0) -> float | None:
     return (busy1 - busy0) / (total1 - total0) if total1 > total0 else None
 
 
+def memory_bytes(meminfo: str | None = None) -> int | None:
+    """The machine's memory (MemTotal of /proc/meminfo) in bytes; None where it says none."""
+    for line in (read_text("/proc/meminfo") if meminfo is None else meminfo).splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) * 1024
+    return None
+
+
 def machine_info() -> dict:
     cpu = parse_cpuinfo(read_text("/proc/cpuinfo"))
     return {
