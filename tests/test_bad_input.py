@@ -77,7 +77,7 @@ GOOD = {"integer": "2", "number": "1.5", "size": "1G", "integer list": "1,2", "s
 
 # The options that are not numbers: names, paths, strategy and kernel lists, shell words.
 TEXT = {
-    "export": {"--mbox", "--from", "--subject-prefix"},
+    "export": {"--mbox", "--from", "--subject-prefix", "--topic"},
     "build": {"variants"},
     "check-configs": {"targets"},
     "boot": {"--deb", "--command", "--append", "--tree", "--base", "--series"},
@@ -88,14 +88,19 @@ TEXT = {
     "report": {"run"},
     "test": {"pytest_args"},
     "microbench": {"--split", "--scale-layouts", "--scale-fill", "--layouts", "--dests", "--fill",
-                   "--clear", "--fault", "--out"},
+                  "--clear", "--fault", "--out"},
     "bench-results": {"run", "--source", "--cpu-model", "--date", "--note"},
     "maple-bench": {"--out"},
     "soak": {"--append"},
     "selftests": {"test"},
 }
+# --rfc, the RFC parts of the series to apply, on every command that takes a kernel
+for _command in ("tree", "export", "build", "check-series", "check-configs", "boot", "run", "test", "soak",
+                 "selftests"):
+    TEXT.setdefault(_command, set()).add("--rfc")
 # Text options whose type reads them, and a value each must refuse likewise.
-BAD_TEXT = {("run", "--preempt"): ["lazy", ","]}
+BAD_TEXT = {("run", "--preempt"): ["lazy", ","], ("run", "--rfc"): [",", "a b", "../x"],
+            ("test", "--rfc"): [""]}
 
 
 def name_of(action: argparse.Action) -> str:

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import git_repo
 from meminit.core import kernels, paths
-from meminit.kernel import mail, source
+from meminit.kernel import mail, parts, source
 from meminit.guest import selftests
 from meminit.commands import cover_letter
 from meminit.commands import kernel as kernel_commands
@@ -80,16 +80,22 @@ def test_changelog_blocks_and_their_mistakes(tmp_path):
         mail.read_changelog(log)
 
 
+def all_patches() -> list[Path]:
+    """Every patch of every part of the default kernel's series."""
+    root = kernels.DEFAULT.patches
+    return [p for part in parts.read_parts(root) for p in source.read_series(root / part.name)]
+
+
 def series_subjects() -> list[str]:
     subjects = []
-    for patch in source.read_series():
+    for patch in all_patches():
         subject = mail.header_value(patch.read_text(), "Subject")
         subjects.append(re.sub(r"^\[PATCH[^]]*\] ", "", subject))
     return subjects
 
 
 def test_the_repo_changelog_has_one_block_per_patch_of_the_series():
-    assert len(series_subjects()) == len(source.read_series()) > 0
+    assert len(series_subjects()) == len(all_patches()) > 0
     mail.changelog_for(series_subjects(), mail.read_changelog())
 
 
@@ -226,9 +232,39 @@ def test_mailing_the_series_passes_checkpatch_and_git_am(kernel_trees, tmp_path)
     if source.unreproducible_base(linux.tree, linux):
         pytest.skip(f"{linux.tree} was unpacked before the base commit's date was fixed")
     written = kernel_commands.export_mail(tmp_path / "mail", SENDER, linux=linux)
-    assert len(written.patches) == len(source.read_series(linux.patches))
+    # the core only: no RFC, topic or test-only patch goes out with it
+    assert len(written.patches) == len(source.read_series(linux.patches / "core"))
+    assert not any("TEST ONLY" in p.read_text() for p in written.patches)
     cover = written.cover.read_text()
     assert "linux-mm@kvack.org" in mail.header_value(cover, "Cc")
     assert mail.header_value(cover, "Subject").startswith(f"[{linux.mail_prefix} 00/{len(written.patches)}] "
                                                          f"{cover_letter.SUBJECTS[linux.version]}")
     assert all(SENDER in p.read_text() for p in written.patches)
+
+
+def test_a_topic_is_mailed_apart_on_the_core(kernel_trees, tmp_path):
+    """The kernel's topic part (6.12's clearing backport, 7.3's clearing tests) mailed alone:
+    git am onto the parts before it gives it, its base-commit is the base and the commits
+    between are prerequisites."""
+    linux = kernel_trees.linux
+    if source.unreproducible_base(linux.tree, linux):
+        pytest.skip(f"{linux.tree} was unpacked before the base commit's date was fixed")
+    topic, = (p for p in parts.read_parts(linux.patches) if p.kind == "topic")
+    written = kernel_commands.export_mail(tmp_path / "mail", SENDER, linux=linux, part=topic)
+    assert len(written.patches) == len(source.read_series(linux.patches / topic.name))
+    cover = written.cover.read_text()
+    assert f"base-commit: {source.git(linux.tree, 'rev-parse', 'base').strip()}" in cover
+    assert cover.count("prerequisite-patch-id:") == len(source.read_series(linux.patches / "core"))
+
+
+def test_a_part_mailed_apart_lists_the_parts_before_it_as_prerequisites(tiny_series, tmp_path):
+    tree = tiny_series
+    first = source.git(tree, "rev-parse", "HEAD~1").strip()
+    written = mail.write(tree, tmp_path / "mail", "mm: the second", "Only the second.\n", SENDER,
+                         commits=(first, "HEAD"))
+    assert [p.name for p in written.patches] == ["0001-mm-change-fifteen.patch"]
+    cover = written.cover.read_text()
+    assert f"base-commit: {source.git(tree, 'rev-parse', 'base').strip()}" in cover
+    assert cover.count("prerequisite-patch-id:") == 1
+    applied = mail.apply_check(tree, written, tmp_path / "scratch")
+    assert mail.same_series(tree, applied, SENDER, (first, "HEAD")) is None

@@ -38,38 +38,75 @@ def test_read_series_rejects_missing_and_unlisted(tmp_path):
         source.read_series(tmp_path)
 
 
+def parts_root(tmp_path: Path, *names: str) -> Path:
+    """A patches/VERSION/ of the given parts, empty."""
+    root = tmp_path / "patches"
+    for name in names:
+        (root / name).mkdir(parents=True)
+    (root / "series").write_text("".join(f"{n}\n" for n in names))
+    return root
+
+
 def test_export_then_apply_round_trip(tmp_path):
     repo = git_repo(tmp_path / "repo")
+    source.apply_series(repo, [])
     commit_change(repo, "line 3\n", "line three\n", "first change")
     commit_change(repo, "line 15\n", "line fifteen\n", "second change")
-    patch_dir = tmp_path / "patches"
-    written = source.export_series(repo, patch_dir)
+    root = parts_root(tmp_path, "core")
+    written = source.export_series(repo, root)
     assert [p.name for p in written] == ["0001-first-change.patch", "0002-second-change.patch"]
-    assert (patch_dir / "series").read_text().split() == [p.name for p in written]
+    assert (root / "core" / "series").read_text().split() == [p.name for p in written]
     assert "From 0000000000000000000000000000000000000000" in written[0].read_text()
     # the same commits export the same bytes from any tree: a tiny one here, the
     # kernel's (where git's default abbreviation is longer) in work/linux
     assert re.search(r"^index [0-9a-f]{12}\.\.[0-9a-f]{12} 100644$", written[0].read_text(), re.M)
     expected = (repo / "file.c").read_text()
-    source.apply_series(repo, source.read_series(patch_dir))
+    source.apply_series(repo, source.read_series(root / "core"))
     assert (repo / "file.c").read_text() == expected
     assert source.patch_ids(repo, "base..HEAD") == source.file_patch_ids(written)
 
 
+def test_export_writes_each_commit_back_to_its_part(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    source.apply_series(repo, [])
+    commit_change(repo, "line 3\n", "line three\n", "core change")
+    commit_change(repo, "line 9\n", "line nine\n", "rfc change")
+    commit_change(repo, "line 15\n", "line fifteen\n", "test hook")
+    root = parts_root(tmp_path, "core", "rfc/extra", "test-only")
+    (root / "core" / "stale.patch").write_text("gone after the export")
+    source._record_parts(repo, ["core", "rfc/extra", "test-only"])
+    source.export_series(repo, root)
+    assert [p.name for p in source.read_series(root / "rfc/extra")] == ["0001-rfc-change.patch"]
+    assert [p.name for p in source.read_series(root / "test-only")] == ["0001-test-hook.patch"]
+    assert not (root / "core" / "stale.patch").exists()
+    # a new commit joins the part of the commit before it
+    commit_change(repo, "line 16\n", "line sixteen\n", "another hook")
+    source.export_series(repo, root)
+    assert len(source.read_series(root / "test-only")) == 2
+    assert source.part_range(repo, "rfc/extra")[1] == source.git(repo, "rev-parse", "HEAD~2").strip()
+    # the default stack leaves the RFC out, and applies and records without it
+    stack = source.parts.read_stack(root)
+    source.apply_series(repo, [p for _, ps in stack for p in ps], [part.name for part, ps in stack for _ in ps])
+    assert [n for n, _ in source.recorded_parts(repo)] == ["core", "test-only", "test-only"]
+    assert "line nine" not in (repo / "file.c").read_text()
+    assert source.applied_rfcs(repo) == ()
+
+
 def test_failing_patch_names_patch_and_rejected_hunk(tmp_path):
     repo = git_repo(tmp_path / "repo")
+    source.apply_series(repo, [])
     commit_change(repo, "line 10\n", "line ten\n", "change ten")
-    patch_dir = tmp_path / "patches"
-    source.export_series(repo, patch_dir)
+    root = parts_root(tmp_path, "core")
+    source.export_series(repo, root)
     # Make the base disagree with the patch's context so it cannot apply.
     subprocess.run(["git", "-C", str(repo), "checkout", "-q", "base"], check=True)
     (repo / "file.c").write_text((repo / "file.c").read_text().replace("line 10\n", "line X\n"))
     subprocess.run(["git", "-C", str(repo), *IDENT, "commit", "-q", "-am", "moved base"], check=True)
     subprocess.run(["git", "-C", str(repo), "tag", "-f", "base"], check=True, capture_output=True)
     with pytest.raises(MeminitError) as err:
-        source.apply_series(repo, source.read_series(patch_dir))
+        source.apply_series(repo, source.read_series(root / "core"))
     text = str(err.value)
-    assert "0001-change-ten.patch" in text
+    assert "core/0001-change-ten.patch" in text
     assert "rejected hunk in file.c" in text and "+line ten" in text
 
 
@@ -102,12 +139,20 @@ def test_tree_with_unexported_commit_is_not_reset(tmp_path):
 
 @pytest.mark.parametrize("version", sorted(kernels.KERNELS))
 def test_repo_series_is_consistent(version):
-    """Each kernel's series lists every patch of its directory once, in the order of their numbers."""
-    patch_dir = kernels.get(version).patches
-    series = source.read_series(patch_dir)
-    assert [p.name for p in series] == sorted(p.name for p in patch_dir.glob("*.patch"))
-    assert [int(p.name[:4]) for p in series] == list(range(1, len(series) + 1))
-    assert (patch_dir / "changelog").exists()
+    """Each kernel's parts are folders listed once, the core first and test-only last; each lists
+    every patch of its folder once, in the order of their numbers; the default stack leaves the
+    RFCs out."""
+    root = kernels.get(version).patches
+    found = source.parts.read_parts(root)
+    assert found[0].name == "core" and found[-1].name == "test-only"
+    folders = {p.parent.relative_to(root).as_posix() for p in root.rglob("*.patch")}
+    assert folders == {p.name for p in found}
+    for part in found:
+        series = source.read_series(root / part.name)
+        assert [p.name for p in series] == sorted(p.name for p in (root / part.name).glob("*.patch"))
+        assert [int(p.name[:4]) for p in series] == list(range(1, len(series) + 1))
+    assert all(p.kind != "rfc" for p, _ in source.parts.read_stack(root))
+    assert (root / "changelog").exists()
 
 
 def test_only_the_kernels_have_series_directories():

@@ -48,6 +48,9 @@ def test_linux_names_the_kernel_the_kernel_tests_run_on(monkeypatch):
     assert args.func(args) == 0
     assert seen[kernels.ENV] == "7.3"
     monkeypatch.setenv(kernels.ENV, "7.3")
-    assert kernels.from_env() is kernels.MAINLINE
+    assert kernels.from_env() == kernels.MAINLINE and kernels.from_env().rfcs == ()
+    monkeypatch.setenv(kernels.RFC_ENV, "threads,auto")
+    assert kernels.from_env().rfcs == ("threads", "auto")
     monkeypatch.delenv(kernels.ENV)
-    assert kernels.from_env() is kernels.LTS
+    monkeypatch.delenv(kernels.RFC_ENV)
+    assert kernels.from_env() == kernels.LTS

@@ -5,6 +5,7 @@ harness checks on every series it tests."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 from meminit.bench import bench_results
 from meminit.core import kernels, paths, tables, units
@@ -166,3 +167,14 @@ def blurb(linux: Linux, source_version: str) -> str:
              "that commit, the same on every machine with this package."),
     ]
     return "\n\n".join(parts) + "\n"
+
+
+def part_cover(folder: Path) -> tuple[str, str]:
+    """The cover letter of a part mailed apart (an RFC, a topic): its folder's `cover`, whose
+    first line is the subject and the rest the text."""
+    cover = folder / "cover"
+    if not cover.exists():
+        raise MeminitError(f"{cover} is missing: a part mailed apart needs its cover letter "
+                           "(first line the subject, then the text)")
+    subject, _, text = cover.read_text().partition("\n")
+    return subject.strip(), text.strip() + "\n"

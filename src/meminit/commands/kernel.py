@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from meminit.core import kernels, paths
-from meminit.kernel import build, checks, mail, source
+from meminit.kernel import build, checks, mail, parts, source
 from meminit.commands import options
 from meminit.commands import cover_letter
 from meminit.core.errors import MeminitError
@@ -19,46 +19,78 @@ MAIL_DIR = paths.WORK / "mail"
 def _cmd_tree(args: argparse.Namespace) -> int:
     linux = options.linux_from(args)
     trees = source.prepare_trees(linux, reset=args.reset)
-    print(f"series tree: {trees.series} ({len(source.read_series(linux.patches))} patches on "
-          f"{source.BASE_TAG}, {linux.source_package} {source.source_version(linux)})")
+    stack = parts.read_stack(linux.patches, linux.rfcs)
+    print(f"series tree: {trees.series} ({sum(len(ps) for _, ps in stack)} patches on {source.BASE_TAG}, "
+          f"{linux.source_package} {source.source_version(linux)}: "
+          f"{', '.join(f'{p.name} {len(ps)}' for p, ps in stack)})")
     print(f"base tree:   {trees.base}")
     return 0
 
 
+def mailed_part(linux: Linux, rfc: tuple[str, ...], topic: str | None) -> parts.Part:
+    """The part `export --mbox` mails: the core, one RFC (--rfc NAME) or a topic (--topic NAME);
+    never test-only."""
+    known = parts.read_parts(linux.patches)
+    if rfc and topic or len(rfc) > 1:
+        raise MeminitError("export --mbox mails one part: the core (default), --rfc NAME or --topic NAME")
+    if rfc:
+        parts.selected(known, rfc)   # an RFC this kernel has
+        return next(p for p in known if p.short == rfc[0] and p.kind == "rfc")
+    if topic:
+        found = [p for p in known if p.name == topic]
+        if not found or found[0].kind != "topic":
+            raise MeminitError(f"no topic {topic!r} to mail: this kernel's are "
+                               f"{', '.join(p.name for p in known if p.kind == 'topic') or 'none'} "
+                               "(test-only is never mailed)")
+        return found[0]
+    return known[0]
+
+
 def _cmd_export(args: argparse.Namespace) -> int:
     linux = options.linux_from(args)
-    if args.mbox is not None and not linux.tree.exists():
-        source.prepare_trees(linux)   # a fresh checkout: the tree is its patches applied
+    part = mailed_part(linux, linux.rfcs, args.topic) if args.mbox is not None else None
+    if part is not None and not linux.tree.exists():
+        # a fresh checkout: the tree is its patches applied, with the RFC to mail
+        source.prepare_trees(linux.with_rfcs(part.needs + ((part.name,) if part.kind == "rfc" else ())))
     written = source.export_series(linux.tree, linux.patches)
     where = linux.patches.relative_to(paths.REPO)
     for patch in written:
-        print(f"{where}/{patch.name}")
-    print(f"{len(written)} patches exported; {where}/series updated")
-    if args.mbox is not None:
-        export_mail(Path(args.mbox), args.sender or mail.sender_from_git(), args.subject_prefix, linux)
+        print(f"{where}/{patch.parent.relative_to(linux.patches)}/{patch.name}")
+    print(f"{len(written)} patches exported to the folders of their parts under {where}/")
+    if part is not None:
+        export_mail(Path(args.mbox), args.sender or mail.sender_from_git(), args.subject_prefix, linux, part)
     return 0
 
 
 def export_mail(out_dir: Path, sender: str, subject_prefix: str | None = None,
-                linux: Linux = kernels.DEFAULT) -> mail.Mail:
-    """The series as mail in out_dir from `sender`, checked as it will be sent: checkpatch
-    --strict on every patch, and git am of the mbox onto the base giving the series."""
+                linux: Linux = kernels.DEFAULT, part: parts.Part | None = None) -> mail.Mail:
+    """One part of the series (the core by default) as mail in out_dir from `sender`, checked
+    as it will be sent: checkpatch --strict on every patch, and git am of the mbox onto what
+    it applies on giving that part."""
     tree = linux.tree
+    part = part or parts.read_parts(linux.patches)[0]
+    if part.name not in {name for name, _ in source.recorded_parts(tree)}:
+        raise MeminitError(f"{tree} does not carry {part.name}: `meminit tree --linux {linux.version} "
+                           f"--rfc {','.join(n.removeprefix(parts.RFC_PREFIX) for n in part.needs + (part.name,))}` first")
+    commits = source.part_range(tree, part.name)
     mail.check_sender(sender)
     stale = source.unreproducible_base(tree, linux)
     if stale:
         raise MeminitError(f"{stale}: its hash is no base-commit anyone can recreate. Export your "
                            f"work, then `rm -rf {tree} && meminit tree --linux {linux.version}`")
-    blurb = cover_letter.blurb(linux, source.source_version(linux))
-    written = mail.write(tree, out_dir, cover_letter.SUBJECTS[linux.version], blurb, sender,
-                         subject_prefix or linux.mail_prefix, linux.patches / "changelog")
+    if part.kind == parts.CORE:
+        subject, blurb = cover_letter.SUBJECTS[linux.version], cover_letter.blurb(linux, source.source_version(linux))
+    else:
+        subject, blurb = cover_letter.part_cover(linux.patches / part.name)
+    prefix = subject_prefix or ("RFC PATCH" if part.kind == "rfc" else linux.mail_prefix)
+    written = mail.write(tree, out_dir, subject, blurb, sender, prefix, linux.patches / "changelog", commits)
     print(f"meminit: checking the mail as sent: checkpatch --strict, git am onto {source.BASE_TAG}",
           file=sys.stderr, flush=True)
     failures = checks.checkpatch(tree, written.patches)   # the files as sent: headers, changelog
     if failures:
         raise MeminitError("the mailed patches are not checkpatch --strict clean:\n" + "\n".join(failures))
     applied = mail.apply_check(tree, written, paths.WORK / "mail-am-check")
-    differs = mail.same_series(tree, applied, sender)
+    differs = mail.same_series(tree, applied, sender, commits)
     if differs:
         raise MeminitError(f"git am of {written.mbox} onto {source.BASE_TAG}: {differs}")
     print(f"mail: {written.cover}")
@@ -82,9 +114,12 @@ def _register_source(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from", dest="sender", metavar="'NAME <ADDRESS>'",
                    help="--mbox: who sends the mail and signs off the patches (default: git config "
                         "user.name and user.email)")
+    p.add_argument("--topic", metavar="NAME",
+                   help="--mbox: mail this topic part (patches/VERSION/NAME/) instead of the core; "
+                        "--rfc NAME mails that RFC part (test-only is never mailed)")
     p.add_argument("--subject-prefix", default=None,
-                   help="--mbox: the subjects' prefix (default: 'PATCH' for 7.3, the series for mm; "
-                        "'RFC PATCH' for 6.12, its backport)")
+                   help="--mbox: the subjects' prefix (default: 'PATCH' for 7.3's core and topics, the "
+                        "series for mm; 'RFC PATCH' for 6.12, its backport, and for every RFC part)")
     p.set_defaults(func=_cmd_export)
 
 

@@ -24,15 +24,31 @@ from meminit.kernel import own_tree
 
 # ---------------------------------------------------------------- --linux
 
-def add_linux_option(p: argparse.ArgumentParser) -> None:
-    """--linux VERSION, the same on every command that takes a kernel."""
+def add_linux_option(p: argparse.ArgumentParser, rfc: bool = True) -> None:
+    """--linux VERSION, the same on every command that takes a kernel, and (`rfc`) --rfc NAMES,
+    the opt-in parts of its series to apply besides the default stack."""
     p.add_argument("--linux", choices=sorted(kernels.KERNELS), default=kernels.DEFAULT.version, type=str,
                    help=f"which kernel and its series (default {kernels.DEFAULT.version}, the LTS; "
                         f"{kernels.MAINLINE.version} is the mainline-track series)")
+    if rfc:
+        p.add_argument("--rfc", type=rfc_names, default=(), metavar="NAMES",
+                       help="also apply these RFC parts of the series, comma-separated (e.g. threads,auto: "
+                            "patches/VERSION/rfc/NAME/, on the core; default: none, the core, its topics "
+                            "and test-only)")
+
+
+def rfc_names(text: str) -> tuple[str, ...]:
+    """--rfc's comma-separated part names ('threads,auto' or 'rfc/threads'); checked against the
+    kernel's parts when its tree is prepared."""
+    names = tuple(n.strip().removeprefix("rfc/") for n in text.split(",") if n.strip())
+    if not names or not all(n.replace("-", "").replace("_", "").isalnum() for n in names):
+        raise argparse.ArgumentTypeError(f"wants comma-separated RFC part names such as threads,auto, got {text!r}")
+    return names
 
 
 def linux_from(args: argparse.Namespace) -> Linux:
-    return kernels.KERNELS[getattr(args, "linux", None) or kernels.DEFAULT.version]
+    linux = kernels.KERNELS[getattr(args, "linux", None) or kernels.DEFAULT.version]
+    return linux.with_rfcs(getattr(args, "rfc", ()) or ())
 
 
 def add_tree_options(p: argparse.ArgumentParser, what: str) -> None:

@@ -28,5 +28,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--base", action="store_true",
                    help="the pristine source with the same config, no series: the base line to measure against")
     p.add_argument("-j", "--jobs", type=options.integer(), help="build jobs (default: CPUs)")
-    options.add_linux_option(p)
+    options.add_linux_option(p, rfc=False)
     p.set_defaults(func=_cmd_package, parser=p)

@@ -60,6 +60,8 @@ def run(req: RunRequest) -> Path:
 
 
 def request_from(args: argparse.Namespace) -> RunRequest:
+    if args.init_threads is not None and "threads" not in (args.rfc or ()) and not args.tree:
+        options.refuse(args, "--init-threads sets the threads RFC's memmap_init_threads: add --rfc threads")
     return RunRequest(
         scenarios=args.scenario or [DEFAULT], kernels=args.kernels, linux=options.linux_from(args),
         tree=options.tree_from(args),

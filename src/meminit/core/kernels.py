@@ -11,7 +11,7 @@ and builds made then stay valid.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from meminit.core import paths
@@ -47,6 +47,12 @@ class Linux:
     # whether .ci/run runs check-configs' kunit group (arm64) for this kernel: a cold CI is
     # CPU-bound on 2 CPUs and has room for one such kernel build (docs/test.md)
     ci_kunit: bool = True
+    # the opt-in RFC parts of its series applied besides the default stack ('threads', ...:
+    # the commands' --rfc, kernel/parts.py); not part of which kernel it is
+    rfcs: tuple[str, ...] = field(default=(), compare=False)
+
+    def with_rfcs(self, rfcs: tuple[str, ...]) -> Linux:
+        return replace(self, rfcs=tuple(rfcs))
 
     @property
     def source_package(self) -> str:
@@ -103,8 +109,10 @@ KERNELS = {k.version: k for k in (LTS, MAINLINE)}
 DEFAULT = LTS
 
 
-# `meminit test --linux` tells the pytest run it starts which kernel its kernel tests are for
+# `meminit test --linux` tells the pytest run it starts which kernel its kernel tests are for,
+# and `--rfc` which RFC parts that kernel carries (comma-separated)
 ENV = "MEMINIT_LINUX"
+RFC_ENV = "MEMINIT_RFC"
 
 
 def get(version: str) -> Linux:
@@ -112,5 +120,7 @@ def get(version: str) -> Linux:
 
 
 def from_env() -> Linux:
-    """The kernel named by $MEMINIT_LINUX (the test command's --linux), else the default."""
-    return KERNELS[os.environ.get(ENV, DEFAULT.version)]
+    """The kernel named by $MEMINIT_LINUX (the test command's --linux), else the default, with
+    the RFC parts $MEMINIT_RFC names."""
+    rfcs = tuple(n for n in os.environ.get(RFC_ENV, "").split(",") if n)
+    return KERNELS[os.environ.get(ENV, DEFAULT.version)].with_rfcs(rfcs)

@@ -35,5 +35,5 @@ def run_tests(quick: bool, long: bool, extra: list[str], linux: Linux) -> int:
     if long:
         what += ", with the long guest tests (soak, selftests, measure, package)"
     print(f"meminit: running {what}: {' '.join(cmd[2:])}", file=sys.stderr, flush=True)
-    env = dict(os.environ, PYTHONUNBUFFERED="1", **{kernels.ENV: linux.version})
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **{kernels.ENV: linux.version, kernels.RFC_ENV: ",".join(linux.rfcs)})
     return proc.interactive(cmd, cwd=paths.REPO, env=env)

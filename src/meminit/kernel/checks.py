@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from meminit.core import deps, kernels, proc
-from meminit.kernel import build, kconfig, source
+from meminit.kernel import parts, build, kconfig, source
 from meminit.core.errors import MeminitError
 from meminit.core.kernels import Linux
 
@@ -118,9 +118,9 @@ def check_series(jobs: int | None = None, touched_only: bool = False,
     prefix or, with touched_only, of the last one only."""
     trees = source.prepare_trees(linux)
     tree = trees.series
-    patches = source.read_series(linux.patches)
+    patches = [p for _, ps in parts.read_stack(linux.patches, linux.rfcs) for p in ps]
     if not patches:
-        raise MeminitError(f"{linux.patches / 'series'} is empty: nothing to check")
+        raise MeminitError(f"{linux.patches}'s parts hold no patch: nothing to check")
     failures = checkpatch(tree, patches)
     # The debug kernel: the test command's, so that the last prefix is already built,
     # and the config with the most checks compiled in (DEBUG_VM, lockdep, NUMA).

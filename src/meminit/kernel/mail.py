@@ -34,6 +34,8 @@ class Mail:
     cover: Path
     patches: list[Path]
     mbox: Path
+    # what was mailed: after the first commit up to the second
+    commits: tuple[str, str] = (source.BASE_TAG, "HEAD")
 
 
 def read_changelog(path: Path = CHANGELOG) -> dict[str, list[str]]:
@@ -57,12 +59,12 @@ def read_changelog(path: Path = CHANGELOG) -> dict[str, list[str]]:
     return blocks
 
 
-def changelog_for(subjects: list[str], blocks: dict[str, list[str]]) -> dict[str, list[str]]:
+def changelog_for(subjects: list[str], blocks: dict[str, list[str]], whole: bool = True) -> dict[str, list[str]]:
     """Each subject's block (NO_CHANGES for "- none"); fails naming every patch without one,
-    or with an empty one, and every block that names no patch (a renamed patch whose block
-    was left behind)."""
+    or with an empty one, and, where `subjects` are the `whole` series, every block that names
+    no patch (a renamed patch whose block was left behind)."""
     missing = [s for s in subjects if not blocks.get(s)]
-    stray = [s for s in blocks if s not in subjects]
+    stray = [s for s in blocks if s not in subjects] if whole else []
     problems = [f"no changelog for {s!r}" for s in missing] + [f"changelog for no patch: {s!r}" for s in stray]
     if problems:
         raise MeminitError(f"{CHANGELOG.name}: " + "; ".join(problems))
@@ -241,19 +243,26 @@ def prepare_dir(out_dir: Path) -> None:
 
 
 def write(tree: Path, out_dir: Path, cover_subject: str, cover_blurb: str, sender: str,
-          subject_prefix: str = "RFC PATCH", changelog: Path | None = None) -> Mail:
-    """format-patch base..HEAD of `tree` into out_dir as mail from `sender`, then one mbox of it."""
+          subject_prefix: str = "RFC PATCH", changelog: Path | None = None,
+          commits: tuple[str, str] = (source.BASE_TAG, "HEAD")) -> Mail:
+    """format-patch `commits` (after the first up to the second; base..HEAD by default) of
+    `tree` into out_dir as mail from `sender`, then one mbox of it. The base-commit is `base`
+    whatever the range: a part mailed on others (an RFC on the core) lists them as
+    prerequisite-patch-ids, as b4 does."""
     sender = check_sender(sender)
     out_dir = out_dir.resolve()   # format-patch runs in the tree
-    subjects = source.git(tree, "log", "--reverse", "--format=%s", f"{source.BASE_TAG}..HEAD").splitlines()
+    start, end = commits
+    subjects = source.git(tree, "log", "--reverse", "--format=%s", f"{start}..{end}").splitlines()
     if not subjects:
         raise MeminitError(f"{tree} has no commits on {source.BASE_TAG}: nothing to mail")
-    changes = changelog_for(subjects, read_changelog(changelog or CHANGELOG))
+    # one part of the series: the blocks of the others are theirs (the repository's test
+    # checks the changelog against every part)
+    changes = changelog_for(subjects, read_changelog(changelog or CHANGELOG), whole=False)
     prepare_dir(out_dir)
     # the sender's address in the Message-Ids (format-patch takes the committer's)
     written = source.git(tree, "-c", f"user.email={_address(sender)}", "format-patch", "--cover-letter",
                          f"--base={source.BASE_TAG}", "--thread=shallow", f"--subject-prefix={subject_prefix}",
-                         "--abbrev=12", "--no-signature", "-o", str(out_dir), f"{source.BASE_TAG}..HEAD")
+                         "--abbrev=12", "--no-signature", "-o", str(out_dir), f"{start}..{end}")
     files = [Path(line) for line in written.splitlines() if line.strip()]
     cover, patches = files[0], files[1:]
     if len(patches) != len(subjects):
@@ -273,7 +282,7 @@ def write(tree: Path, out_dir: Path, cover_subject: str, cover_blurb: str, sende
     cover.write_text(utf8_declared(folded_subject(with_recipients(cover_text, union(everyone)))))
     mbox = out_dir / MBOX_NAME
     mbox.write_text("\n".join(f.read_text() for f in files))
-    return Mail(cover=cover, patches=patches, mbox=mbox)
+    return Mail(cover=cover, patches=patches, mbox=mbox, commits=commits)
 
 
 def union(each: list[Recipients]) -> Recipients:
@@ -290,16 +299,19 @@ def union(each: list[Recipients]) -> Recipients:
     return Recipients(tuple(to.values()), tuple(cc.values()))
 
 
-def same_series(tree: Path, applied: str, sender: str) -> str | None:
-    """Why the commits git am made differ from base..HEAD signed off by `sender` (their tree,
-    or a message: the changelog leaking into a commit), or None."""
-    if source.git(tree, "rev-parse", f"{applied}^{{tree}}") != source.git(tree, "rev-parse", "HEAD^{tree}"):
+def same_series(tree: Path, applied: str, sender: str,
+                commits: tuple[str, str] = (source.BASE_TAG, "HEAD")) -> str | None:
+    """Why the commits git am made on the first of `commits` differ from those up to the
+    second signed off by `sender` (their tree, or a message: the changelog leaking into a
+    commit), or None."""
+    start, end = commits
+    if source.git(tree, "rev-parse", f"{applied}^{{tree}}") != source.git(tree, "rev-parse", f"{end}^{{tree}}"):
         return "the applied series does not end at the series' tree"
     mailed = [m.strip() for m in source.git(tree, "log", "--reverse", "--format=%x00%B",
-                                            f"{source.BASE_TAG}..{applied}").split("\x00")[1:]]
+                                            f"{start}..{applied}").split("\x00")[1:]]
     expected = []
     for entry in source.git(tree, "log", "--reverse", "--format=%x00%an <%ae>%x01%B",
-                            f"{source.BASE_TAG}..HEAD").split("\x00")[1:]:
+                            f"{start}..{end}").split("\x00")[1:]:
         author, _, message = entry.partition("\x01")
         expected.append(signed_off_by(message, author, sender).strip())
     if mailed != expected:
@@ -308,13 +320,14 @@ def same_series(tree: Path, applied: str, sender: str) -> str | None:
 
 
 def apply_check(tree: Path, mail: Mail, scratch: Path) -> str:
-    """git am the mbox onto the base in a scratch worktree; the commit it ends at (kept in
-    the tree's object store after the worktree goes).
+    """git am the mbox onto what it was written on (the base, or the parts before it) in a
+    scratch worktree; the commit it ends at (kept in the tree's object store after the
+    worktree goes).
 
     The cover letter has no diff: git am stops on it, and is told to skip it, as b4 would."""
     if scratch.exists():
         source.git(tree, "worktree", "remove", "--force", str(scratch), check=False)
-    source.git(tree, "worktree", "add", "-q", "--detach", str(scratch), source.BASE_TAG)
+    source.git(tree, "worktree", "add", "-q", "--detach", str(scratch), mail.commits[0])
     try:
         am = proc.run(["git", "-C", str(scratch), *source.GIT_IDENTITY, "am", "-q", str(mail.mbox)],
                       check=False)

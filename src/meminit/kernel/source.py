@@ -2,7 +2,9 @@
 
 Layout under work/, per kernel (linux.Linux: 6.12's names below, 7.3's carry "-7.3"):
   linux/       git repo; tag `base` is the pristine Debian source, branch `series`
-               carries one commit per file in patches/VERSION/ (edit here, then `meminit export`)
+               carries one commit per patch of the parts applied (parts.py: the default
+               stack, or with the RFCs asked for), in their order (edit here, then
+               `meminit export`, which writes each commit back to its part's folder)
   linux-base/  a detached worktree at `base`, so base and series build side by side
                without touching each other's files (and mtimes)
   sources/VERSION/  a source package fetched from another Debian suite, unpacked (7.3)
@@ -10,6 +12,7 @@ Layout under work/, per kernel (linux.Linux: 6.12's names below, 7.3's carry "-7
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -21,6 +24,8 @@ from pathlib import Path
 from meminit.core import deps, kernels, paths, proc
 from meminit.core.errors import MeminitError
 from meminit.core.kernels import Linux
+from meminit.kernel import parts
+from meminit.kernel.parts import read_series
 
 BRANCH = "series"
 BASE_TAG = "base"
@@ -40,26 +45,6 @@ def git(tree: Path, *args: str, check: bool = True, env: dict[str, str] | None =
     if check and done.returncode != 0:
         raise MeminitError(f"git {' '.join(args)} failed in {tree}:\n{done.stderr.strip()}")
     return done.stdout
-
-
-def read_series(patch_dir: Path = kernels.DEFAULT.patches) -> list[Path]:
-    """The patches in the order of patch_dir/series (blank lines and # comments ignored)."""
-    series_file = patch_dir / "series"
-    if not series_file.exists():
-        return []
-    names = []
-    for line in series_file.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line:
-            names.append(line)
-    missing = [n for n in names if not (patch_dir / n).is_file()]
-    if missing:
-        raise MeminitError(f"{series_file} names files that do not exist: {', '.join(missing)}")
-    listed = set(names)
-    stray = sorted(p.name for p in patch_dir.glob("*.patch") if p.name not in listed)
-    if stray:
-        raise MeminitError(f"{patch_dir} has files not listed in its series: {', '.join(stray)}")
-    return [patch_dir / n for n in names]
 
 
 def source_version(linux: Linux = kernels.DEFAULT) -> str:
@@ -200,7 +185,43 @@ def _explain_failed_patch(tree: Path, patch: Path) -> str:
     return "\n".join([report, *hunks])
 
 
-def apply_series(tree: Path, patches: list[Path]) -> None:
+def _parts_record(tree: Path) -> Path:
+    return tree / ".git" / "meminit-parts.json"
+
+
+def recorded_parts(tree: Path) -> list[tuple[str, str]]:
+    """(part, subject) of each commit the tree's patches were applied or exported as."""
+    record = _parts_record(tree)
+    if not record.exists():
+        raise MeminitError(f"{tree} records no parts: run `meminit tree` (with --reset if it says so)")
+    return [(part, subject) for part, subject in json.loads(record.read_text())]
+
+
+def _record_parts(tree: Path, names: list[str]) -> None:
+    subjects = git(tree, "log", "--reverse", "--format=%s", f"{BASE_TAG}..HEAD").splitlines()
+    _parts_record(tree).write_text(json.dumps([list(pair) for pair in zip(names, subjects)]) + "\n")
+
+
+def applied_rfcs(tree: Path) -> tuple[str, ...]:
+    """The RFC parts the tree carries ('threads', ...), as recorded."""
+    names = dict.fromkeys(part for part, _ in recorded_parts(tree))
+    return tuple(n.removeprefix(parts.RFC_PREFIX) for n in names if n.startswith(parts.RFC_PREFIX))
+
+
+def part_range(tree: Path, name: str) -> tuple[str, str]:
+    """The commits of one part in the tree: (the commit before its first, its last)."""
+    commits = git(tree, "rev-list", "--reverse", f"{BASE_TAG}..HEAD").split()
+    names = parts.assign([git(tree, "log", "-1", "--format=%s", c).strip() for c in commits],
+                         recorded_parts(tree), list(dict.fromkeys(p for p, _ in recorded_parts(tree))))
+    mine = [i for i, n in enumerate(names) if n == name]
+    if not mine:
+        raise MeminitError(f"{tree} carries no commit of {name}")
+    return (commits[mine[0] - 1] if mine[0] else git(tree, "rev-parse", BASE_TAG).strip()), commits[mine[-1]]
+
+
+def apply_series(tree: Path, patches: list[Path], names: list[str] | None = None) -> None:
+    """The patches as commits on `base`, recorded with the part of each (`names`; by default
+    all of the core)."""
     git(tree, "checkout", "-q", "-B", BRANCH, BASE_TAG)
     for index, patch in enumerate(patches, 1):
         print(f"meminit: applying [{index}/{len(patches)}] {patch.name}", file=sys.stderr, flush=True)
@@ -208,9 +229,10 @@ def apply_series(tree: Path, patches: list[Path]) -> None:
                     check=False).returncode != 0:
             git(tree, "am", "--abort", check=False)
             git(tree, "checkout", "-q", "-B", BRANCH, BASE_TAG)
-            raise MeminitError(f"patch {patch.name} does not apply on {BASE_TAG}:\n"
+            raise MeminitError(f"patch {patch.parent.name}/{patch.name} does not apply on {BASE_TAG}:\n"
                                f"{_explain_failed_patch(tree, patch)}")
     _record_applied(tree)
+    _record_parts(tree, names or [parts.CORE] * len(patches))
 
 
 def _ensure_base_worktree(tree: Path, base: Path) -> None:
@@ -226,7 +248,8 @@ def _ensure_base_worktree(tree: Path, base: Path) -> None:
 
 
 def prepare_trees(linux: Linux = kernels.DEFAULT, reset: bool = False) -> Trees:
-    """Unpack (once per package version), then make `series` equal base + patches/VERSION/."""
+    """Unpack (once per package version), then make `series` equal base + the stack of
+    patches/VERSION/'s parts: the default, and the RFCs linux.rfcs names (parts.selected())."""
     version = source_version(linux)
     tree = linux.tree
     have = git(tree, "config", "meminit.sourceversion", check=False).strip() if tree.exists() else ""
@@ -234,14 +257,18 @@ def prepare_trees(linux: Linux = kernels.DEFAULT, reset: bool = False) -> Trees:
         if have:
             print(f"meminit: source package changed {have} -> {version}; re-unpacking", file=sys.stderr)
         _unpack(version, tree, linux)
-    patches = read_series(linux.patches)
+    stack = parts.read_stack(linux.patches, linux.rfcs)
+    patches = [p for _, ps in stack for p in ps]
+    names = [part.name for part, ps in stack for _ in ps]
     if patch_ids(tree, f"{BASE_TAG}..HEAD") != file_patch_ids(patches) or \
-            git(tree, "rev-parse", "--abbrev-ref", "HEAD").strip() != BRANCH:
+            git(tree, "rev-parse", "--abbrev-ref", "HEAD").strip() != BRANCH or \
+            not _parts_record(tree).exists():
         reason = _tree_has_own_work(tree)
         if reason and not reset:
-            raise MeminitError(f"{tree} differs from {linux.patches.relative_to(paths.REPO)}/ and {reason}; "
+            raise MeminitError(f"{tree} differs from {linux.patches.relative_to(paths.REPO)}/ "
+                               f"({' + '.join(p.name for p, _ in stack)}) and {reason}; "
                                "export it or pass --reset to discard it")
-        apply_series(tree, patches)
+        apply_series(tree, patches, names)
     else:
         _record_applied(tree)
     _ensure_base_worktree(tree, linux.base_tree)
@@ -259,18 +286,30 @@ def provenance(linux: Linux) -> dict[str, str]:
             "source_version": source_version(linux), "series_commit": series_commit(linux.tree)}
 
 
-def export_series(tree: Path = kernels.DEFAULT.tree, patch_dir: Path = kernels.DEFAULT.patches) -> list[Path]:
-    """Write base..HEAD of the tree to patch_dir as format-patch files plus the series file."""
+def export_series(tree: Path = kernels.DEFAULT.tree, patch_root: Path = kernels.DEFAULT.patches) -> list[Path]:
+    """Write base..HEAD of the tree back to the folders of its parts under patch_root as
+    format-patch files, each folder with its series (parts.assign(): a new commit joins the
+    part of the commit before it). Parts the tree does not carry are left as they are."""
     if git(tree, "status", "--porcelain", "--untracked-files=no").strip():
         raise MeminitError(f"{tree} has uncommitted changes: commit them before exporting")
-    patch_dir.mkdir(parents=True, exist_ok=True)
-    for old in patch_dir.glob("*.patch"):
-        old.unlink()
-    # A fixed --abbrev (the kernel's recommended 12): git's default grows with the object
-    # count, so two trees of the same commits would export different index lines.
-    out = git(tree, "format-patch", "--zero-commit", "--no-signature", "--abbrev=12",
-              "-o", str(patch_dir), f"{BASE_TAG}..HEAD")
-    written = [Path(line) for line in out.splitlines() if line.strip()]
-    (patch_dir / "series").write_text("".join(p.name + "\n" for p in written))
+    order = [p.name for p in parts.read_parts(patch_root)]
+    commits = git(tree, "rev-list", "--reverse", f"{BASE_TAG}..HEAD").split()
+    subjects = [git(tree, "log", "-1", "--format=%s", c).strip() for c in commits]
+    names = parts.assign(subjects, recorded_parts(tree), order)
+    written: list[Path] = []
+    for name in dict.fromkeys(names):
+        mine = [c for c, n in zip(commits, names) if n == name]
+        folder = patch_root / name
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in folder.glob("*.patch"):
+            old.unlink()
+        # A fixed --abbrev (the kernel's recommended 12): git's default grows with the object
+        # count, so two trees of the same commits would export different index lines.
+        out = git(tree, "format-patch", "--zero-commit", "--no-signature", "--abbrev=12",
+                  "-o", str(folder), f"{mine[0]}^..{mine[-1]}")
+        files = [Path(line) for line in out.splitlines() if line.strip()]
+        (folder / "series").write_text("".join(p.name + "\n" for p in files))
+        written += files
     _record_applied(tree)
+    _record_parts(tree, names)
     return written

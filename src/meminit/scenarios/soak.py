@@ -277,8 +277,21 @@ class SoakOutcome:
         return out
 
 
+# the RFC parts whose modes and thread counts the soak's plan cycles through (soak_guest.MODES,
+# THREAD_SETTINGS)
+SOAK_RFCS = ("threads", "auto")
+
+
+def require_rfcs(linux: Linux) -> None:
+    """Refuses a kernel without the RFC parts the soak's plan needs."""
+    if not set(SOAK_RFCS) <= set(linux.rfcs):
+        raise MeminitError(f"the soak cycles through every mode, auto included, and thread count: it needs "
+                           f"the series' RFC parts {','.join(SOAK_RFCS)} (--rfc {','.join(SOAK_RFCS)})")
+
+
 def soak(kernel: build.Kernel, request: SoakRequest, run_dir: Path) -> SoakOutcome:
     """Boot `kernel` once, run the cycles, check them; raises only if the guest failed."""
+    require_rfcs(kernel.linux)
     if request.hotplug and request.guest.cpus < 2:
         raise MeminitError("the soak's CPU hotplug loop needs at least 2 guest CPUs (--no-hotplug)")
     script = run_dir / "soak.sh"
@@ -313,6 +326,7 @@ def soak(kernel: build.Kernel, request: SoakRequest, run_dir: Path) -> SoakOutco
 
 
 def run(request: SoakRequest, jobs: int | None = None) -> SoakOutcome:
+    require_rfcs(request.linux)
     deps.ensure(deps.GUEST)
     kernel = build.build_variants(["debug"], jobs=jobs, linux=request.linux)["debug"]
     run_dir = results.new_run_dir("soak")
