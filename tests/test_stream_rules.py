@@ -95,5 +95,9 @@ def test_configurations_as_the_kernel_sees_them():
     # a deduplicated memmap has no altmap (vmemmap_can_optimize())
     assert not stream_rules.Config("o9dedup", "cold", MIB).altmap
     assert stream_rules.Config("o0", "walked", MIB).read_next
+    # the kernel counts a range's PFNs: a deduplicated one spans four times what it writes
+    dedup = stream_rules.Config("o9dedup", "warm", 16 * MIB)
+    assert dedup.span == 64 * MIB and _rule("altmap+dram>=64M").streams(dedup)
+    assert not _rule("altmap+dram>=64M").streams(stream_rules.Config("o9pre", "warm", 16 * MIB))
     assert stream_rules.cpu_label("Intel(R) Xeon(R) Processor family 6 model 207") == "Xeon f6m207"
     assert stream_rules.cpu_label("AMD EPYC") == "AMD EPYC (family not recorded)"

@@ -60,6 +60,13 @@ class Config:
     size: int  # bytes of struct pages written
 
     @property
+    def span(self) -> int:
+        """Bytes of memmap the range spans, nr_pages * sizeof(struct page), as the kernel
+        counts a range in memmap_init_zone_device() (a deduplicated one writes a quarter)."""
+        layout = LAYOUTS[self.layout]
+        return self.size * layout.pfns // layout.written
+
+    @property
     def altmap(self) -> bool:
         return self.dest == "cold" and self.layout != "o9dedup"
 
@@ -70,9 +77,9 @@ class Config:
 
 @dataclass(frozen=True)
 class Rule:
-    """Stream into an altmap memmap if `altmap`; into a DRAM one that writes at least
-    `dram_min` bytes of struct pages (None: never), unless its caller reads it next and
-    `read_next` is False. `level`: what the kernel must know to apply it (0 nothing, 1 where
+    """Stream into an altmap memmap if `altmap`; into a DRAM one whose range spans at least
+    `dram_min` bytes of memmap (Config.span; None: never), unless its caller reads it next
+    and `read_next` is False. `level`: what the kernel must know to apply it (0 nothing, 1 where
     the memmap lives, 2 and its size, 3 and the caller's flag, 4 its own timing)."""
     name: str
     level: int
@@ -83,7 +90,7 @@ class Rule:
     def streams(self, cfg: Config) -> bool:
         if cfg.altmap:
             return self.altmap
-        if self.dram_min is None or cfg.size < self.dram_min:
+        if self.dram_min is None or cfg.span < self.dram_min:
             return False
         return self.read_next or not cfg.read_next
 
@@ -96,8 +103,8 @@ class Rule:
             return "always stream"
         text = "stream into an altmap"
         if self.dram_min is not None:
-            text += f", or a DRAM memmap of {units.format_size(self.dram_min)} or more" if self.dram_min \
-                else ", or a DRAM memmap"
+            text += f", or a DRAM one spanning {units.format_size(self.dram_min)} of memmap or more" \
+                if self.dram_min else ", or a DRAM memmap"
             if not self.read_next:
                 text += " its caller does not read next"
         return text
