@@ -92,7 +92,7 @@ def drawn_figures(monkeypatch) -> list:
 def lts_kernel_trees(kernel_trees) -> source.Trees:
     """kernel_trees, for the tests of what serves 6.12 only (`package`): on another kernel
     they skip, saying so."""
-    if kernel_trees.linux is not kernels.LTS:
+    if kernel_trees.linux != kernels.LTS:
         pytest.skip(f"serves Linux {kernels.LTS.version} only so far (issue 34)")
     return kernel_trees
 

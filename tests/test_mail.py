@@ -209,13 +209,13 @@ def test_the_cover_letter_quotes_the_docs_and_names_each_cpu(linux, version):
         "selftests" in linux.long_guests)
     # "every CI run" only for a kernel whose kunit group .ci/run runs
     ci = (paths.REPO / ".ci" / "run").read_text()
-    runs_kunit = re.search(r"^\S.*\./meminit check-configs" + ("$" if linux is kernels.LTS
+    runs_kunit = re.search(r"^\S.*\./meminit check-configs" + ("$" if linux == kernels.LTS
                                                                  else f" --linux {linux.version}$"),
                            ci, re.MULTILINE) is not None
     assert runs_kunit == linux.ci_kunit
     assert ("Every CI run: KUnit through kunit.py on arm64" in flat) == linux.ci_kunit
     assert ("Before a submission: KUnit through kunit.py on arm64" in flat) == (not linux.ci_kunit)
-    if linux is kernels.LTS:
+    if linux == kernels.LTS:
         assert all(c in flat for c in clearing) and "backport to the 6.12 LTS" in flat
     else:
         assert not any(c in flat for c in clearing), [c for c in clearing if c in flat]
