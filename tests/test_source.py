@@ -1,4 +1,5 @@
 import dataclasses
+import os
 import re
 import subprocess
 import tarfile
@@ -87,9 +88,53 @@ def test_export_writes_each_commit_back_to_its_part(tmp_path):
     # the default stack leaves the RFC out, and applies and records without it
     stack = source.parts.read_stack(root)
     source.apply_series(repo, [p for _, ps in stack for p in ps], [part.name for part, ps in stack for _ in ps])
-    assert [n for n, _ in source.recorded_parts(repo)] == ["core", "test-only", "test-only"]
+    assert [n for n, _, _ in source.recorded_parts(repo)] == ["core", "test-only", "test-only"]
     assert "line nine" not in (repo / "file.c").read_text()
-    assert source.applied_rfcs(repo) == ()
+    assert source.tree_parts(repo) == ["core", "test-only"]
+
+
+def _reword(repo: Path, rev: str, subject: str) -> None:
+    """Rewrite one commit's subject (an interactive rebase's reword)."""
+    env = dict(os.environ, GIT_SEQUENCE_EDITOR=f"sed -i '1s/^pick/reword/'",
+               GIT_EDITOR=f"sed -i '1s/.*/{subject}/'")
+    subprocess.run(["git", "-C", str(repo), *IDENT, "rebase", "-q", "-i", f"{rev}^"], check=True, env=env,
+                   capture_output=True)
+
+
+def test_a_reworded_or_dropped_part_stays_where_it_belongs(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    source.apply_series(repo, [])
+    for n, subject in ((3, "core change"), (9, "rfc change"), (15, "test hook")):
+        commit_change(repo, f"line {n}\n", f"line {n} changed\n", subject)
+    root = parts_root(tmp_path, "core", "rfc/extra", "test-only")
+    source._record_parts(repo, ["core", "rfc/extra", "test-only"])
+    source.export_series(repo, root)
+    # the first (only) commit of a part reworded: its patch-id keeps it in that part
+    _reword(repo, "HEAD~1", "rfc change, reworded")
+    source.export_series(repo, root)
+    assert [p.name for p in source.read_series(root / "rfc/extra")] == ["0001-rfc-change-reworded.patch"]
+    assert len(source.read_series(root / "core")) == 1
+    # a part whose commits are gone is emptied, not left to come back on the next apply
+    subprocess.run(["git", "-C", str(repo), *IDENT, "rebase", "-q", "--onto", "HEAD~2", "HEAD~1"], check=True,
+                   capture_output=True)
+    source.export_series(repo, root)
+    assert source.read_series(root / "rfc/extra") == []
+    assert [p.name for p in source.read_series(root / "test-only")] == ["0001-test-hook.patch"]
+
+
+def test_a_tree_made_before_the_parts_takes_them_from_the_files(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    source.apply_series(repo, [])
+    commit_change(repo, "line 3\n", "line three\n", "core change")
+    commit_change(repo, "line 15\n", "line fifteen\n", "test hook")
+    root = parts_root(tmp_path, "core", "test-only")
+    source._record_parts(repo, ["core", "test-only"])
+    source.export_series(repo, root)
+    source._parts_record(repo).unlink()
+    commit_change(repo, "line 16\n", "line sixteen\n", "my own work")
+    source.export_series(repo, root)
+    assert [p.name for p in source.read_series(root / "test-only")] == ["0001-test-hook.patch",
+                                                                       "0002-my-own-work.patch"]
 
 
 def test_failing_patch_names_patch_and_rejected_hunk(tmp_path):

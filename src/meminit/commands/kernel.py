@@ -34,8 +34,11 @@ def mailed_part(linux: Linux, rfc: tuple[str, ...], topic: str | None) -> parts.
     if rfc and topic or len(rfc) > 1:
         raise MeminitError("export --mbox mails one part: the core (default), --rfc NAME or --topic NAME")
     if rfc:
-        parts.selected(known, rfc)   # an RFC this kernel has
-        return next(p for p in known if p.short == rfc[0] and p.kind == "rfc")
+        found = [p for p in known if p.kind == "rfc" and p.short == rfc[0].removeprefix(parts.RFC_PREFIX)]
+        if not found:
+            raise MeminitError(f"no RFC part {rfc[0]!r} to mail: this kernel's are "
+                               f"{', '.join(p.short for p in known if p.kind == 'rfc') or 'none'}")
+        return found[0]
     if topic:
         found = [p for p in known if p.name == topic]
         if not found or found[0].kind != "topic":
@@ -46,12 +49,18 @@ def mailed_part(linux: Linux, rfc: tuple[str, ...], topic: str | None) -> parts.
     return known[0]
 
 
+def stack_for(part: parts.Part) -> tuple[str, ...]:
+    """The RFCs a tree must carry, and only those, to mail `part` as it applies: an RFC's
+    needs and itself; none for the core and a topic."""
+    return tuple(n.removeprefix(parts.RFC_PREFIX) for n in part.needs + (part.name,)) if part.kind == "rfc" else ()
+
+
 def _cmd_export(args: argparse.Namespace) -> int:
     linux = options.linux_from(args)
     part = mailed_part(linux, linux.rfcs, args.topic) if args.mbox is not None else None
     if part is not None and not linux.tree.exists():
         # a fresh checkout: the tree is its patches applied, with the RFC to mail
-        source.prepare_trees(linux.with_rfcs(part.needs + ((part.name,) if part.kind == "rfc" else ())))
+        source.prepare_trees(linux.with_rfcs(stack_for(part)))
     written = source.export_series(linux.tree, linux.patches)
     where = linux.patches.relative_to(paths.REPO)
     for patch in written:
@@ -69,9 +78,14 @@ def export_mail(out_dir: Path, sender: str, subject_prefix: str | None = None,
     it applies on giving that part."""
     tree = linux.tree
     part = part or parts.read_parts(linux.patches)[0]
-    if part.name not in {name for name, _ in source.recorded_parts(tree)}:
-        raise MeminitError(f"{tree} does not carry {part.name}: `meminit tree --linux {linux.version} "
-                           f"--rfc {','.join(n.removeprefix(parts.RFC_PREFIX) for n in part.needs + (part.name,))}` first")
+    carried = source.tree_parts(tree)
+    # what the part applies on in the tree must be what it is mailed on: the core and its needs
+    before = carried[:carried.index(part.name)] if part.name in carried else None
+    if before is None or set(before) - {parts.CORE, *part.needs}:
+        rfcs = stack_for(part)
+        raise MeminitError(f"to mail {part.name}, {tree} must carry {' + '.join([parts.CORE, *part.needs, part.name])} "
+                           f"and no other RFC before it (it carries {' + '.join(carried)}): `meminit tree "
+                           f"--linux {linux.version}{' --rfc ' + ','.join(rfcs) if rfcs else ''}` first")
     commits = source.part_range(tree, part.name)
     mail.check_sender(sender)
     stale = source.unreproducible_base(tree, linux)
@@ -84,18 +98,18 @@ def export_mail(out_dir: Path, sender: str, subject_prefix: str | None = None,
         subject, blurb = cover_letter.part_cover(linux.patches / part.name)
     prefix = subject_prefix or ("RFC PATCH" if part.kind == "rfc" else linux.mail_prefix)
     written = mail.write(tree, out_dir, subject, blurb, sender, prefix, linux.patches / "changelog", commits)
-    print(f"meminit: checking the mail as sent: checkpatch --strict, git am onto {source.BASE_TAG}",
-          file=sys.stderr, flush=True)
+    onto = source.BASE_TAG if part.kind == parts.CORE else f"the {' + '.join([parts.CORE, *part.needs])} commits"
+    print(f"meminit: checking the mail as sent: checkpatch --strict, git am onto {onto}", file=sys.stderr, flush=True)
     failures = checks.checkpatch(tree, written.patches)   # the files as sent: headers, changelog
     if failures:
         raise MeminitError("the mailed patches are not checkpatch --strict clean:\n" + "\n".join(failures))
     applied = mail.apply_check(tree, written, paths.WORK / "mail-am-check")
     differs = mail.same_series(tree, applied, sender, commits)
     if differs:
-        raise MeminitError(f"git am of {written.mbox} onto {source.BASE_TAG}: {differs}")
+        raise MeminitError(f"git am of {written.mbox} onto {onto}: {differs}")
     print(f"mail: {written.cover}")
     print(f"      and {len(written.patches)} patches beside it, all of it in {written.mbox}")
-    print(f"from and signed off by {sender}; checkpatch --strict clean; git am gives the series")
+    print(f"from and signed off by {sender}; checkpatch --strict clean; git am gives {part.name}")
     print(f"send with:  git send-email {written.cover.parent}/*.patch")
     return written
 
@@ -140,6 +154,9 @@ def _register_build(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_check_series(args: argparse.Namespace) -> int:
+    if args.checkpatch_only:
+        checks.checkpatch_parts(options.linux_from(args))
+        return 0
     checks.check_series(args.jobs, touched_only=args.touched_only, linux=options.linux_from(args))
     return 0
 
@@ -152,6 +169,9 @@ def _register_checks(sub: argparse._SubParsersAction) -> None:
                    help="per prefix compile only the files the series touched so far (W=1) and "
                         "build only the last prefix fully: what CI runs; the default builds "
                         "every prefix fully, for before a submission")
+    p.add_argument("--checkpatch-only", action="store_true",
+                   help="only checkpatch --strict every patch of the stack (with --rfc: the RFC parts' "
+                        "too), without applying it to the tree or building: what CI runs for the RFCs")
     p.set_defaults(func=_cmd_check_series)
 
 

@@ -70,6 +70,8 @@ def tree_from(args: argparse.Namespace) -> own_tree.OwnTree | None:
     """The --tree request, or None; --base and --series without --tree, and --tree without
     --base, are usage errors."""
     if args.tree:
+        if getattr(args, "rfc", ()):
+            refuse(args, "--rfc picks parts of patches/VERSION/; --tree DIR is your own tree, whose commits are its parts")
         if not args.base:
             refuse(args, "--tree DIR needs --base REV, the commit to compare against")
         return own_tree.OwnTree(Path(args.tree), base=args.base, series=args.series or "HEAD",

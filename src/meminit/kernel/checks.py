@@ -111,6 +111,17 @@ def w1_batches(objects: list[str], jobs: int) -> list[tuple[list[str], int]]:
     return [(batch, n) for batch, n in ((rest, jobs), (raced, 1)) if batch]
 
 
+def checkpatch_parts(linux: Linux = kernels.DEFAULT) -> None:
+    """checkpatch --strict on every patch of the stack linux.rfcs selects, with the checkpatch
+    of whatever stack the tree carries: the tree is not re-applied (a switch of RFC parts
+    rewrites headers most of the kernel includes, and the debug kernel would be rebuilt)."""
+    tree = linux.tree if linux.tree.exists() else source.prepare_trees(linux.with_rfcs(())).series
+    patches = [p for _, ps in parts.read_stack(linux.patches, linux.rfcs) for p in ps]
+    failures = checkpatch(tree, patches)
+    if failures:
+        raise MeminitError("checkpatch --strict failed:\n" + "\n".join(failures))
+
+
 def check_series(jobs: int | None = None, touched_only: bool = False,
                  linux: Linux = kernels.DEFAULT) -> None:
     """Check every prefix of the series: checkpatch, then per prefix a W=1 compile of the files

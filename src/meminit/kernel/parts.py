@@ -105,15 +105,20 @@ def read_stack(patch_root: Path, rfcs: tuple[str, ...] = ()) -> list[tuple[Part,
     return [(p, read_series(patch_root / p.name)) for p in selected(read_parts(patch_root), rfcs)]
 
 
-def assign(subjects: list[str], recorded: list[tuple[str, str]], order: list[str]) -> list[str]:
-    """The part of each commit of a tree, from what was recorded when its patches were applied
-    ((part, subject) per commit): by subject; a commit whose subject is new (a new or
-    reworded commit) joins the part of the commit before it (the first, the core). The parts
-    must follow `order`, each in one run of commits."""
-    by_subject = dict((subject, part) for part, subject in recorded)
+def assign(commits: list[tuple[str, str]], recorded: list[tuple[str, str, str]], order: list[str]) -> list[str]:
+    """The part of each commit of a tree ((subject, patch-id) each), from what was recorded
+    when its patches were applied or exported ((part, subject, patch-id) per commit): by
+    patch-id, which a reworded commit keeps; else by subject, which an edited diff keeps; a
+    commit new in both ways joins the part of the commit before it (the first, the core). The
+    parts must be listed in `order` and follow it, each in one run of commits."""
+    by_id = {pid: part for part, _, pid in recorded}
+    by_subject = {subject: part for part, subject, _ in recorded}
     out: list[str] = []
-    for subject in subjects:
-        out.append(by_subject.get(subject) or (out[-1] if out else CORE))
+    for subject, pid in commits:
+        out.append(by_id.get(pid) or by_subject.get(subject) or (out[-1] if out else CORE))
+    unknown = sorted(set(out) - set(order))
+    if unknown:
+        raise MeminitError(f"the tree's commits belong to parts the series no longer lists: {', '.join(unknown)}")
     runs = [p for i, p in enumerate(out) if i == 0 or out[i - 1] != p]
     if len(set(runs)) != len(runs) or runs != sorted(runs, key=order.index):
         raise MeminitError(f"the tree's commits are no longer in the parts' order ({' -> '.join(order)}): "

@@ -189,48 +189,90 @@ def _parts_record(tree: Path) -> Path:
     return tree / ".git" / "meminit-parts.json"
 
 
-def recorded_parts(tree: Path) -> list[tuple[str, str]]:
-    """(part, subject) of each commit the tree's patches were applied or exported as."""
+def _file_subject(patch: Path) -> str:
+    """A format-patch file's subject, without its [PATCH n/m] prefix."""
+    head = patch.read_text().split("\n\n", 1)[0]
+    found = re.search(r"^Subject: (.*(?:\n[ \t].*)*)", head, re.M)
+    subject = re.sub(r"\s*\n[ \t]+", " ", found[1]) if found else ""
+    return re.sub(r"^\[[^]]*\] ", "", subject).strip()
+
+
+def parts_of_files(patch_root: Path) -> list[tuple[str, str, str]]:
+    """(part, subject, patch-id) of every patch file of every part under patch_root."""
+    out = []
+    for part in parts.read_parts(patch_root):
+        files = read_series(patch_root / part.name)
+        out += [(part.name, _file_subject(f), pid) for f, pid in zip(files, file_patch_ids(files))]
+    return out
+
+
+def recorded_parts(tree: Path, patch_root: Path | None = None) -> list[tuple[str, str, str]]:
+    """(part, subject, patch-id) of each commit as the tree's patches were applied or exported;
+    where the tree records none (made before the parts), what the files under `patch_root` say."""
     record = _parts_record(tree)
-    if not record.exists():
-        raise MeminitError(f"{tree} records no parts: run `meminit tree` (with --reset if it says so)")
-    return [(part, subject) for part, subject in json.loads(record.read_text())]
+    entries = json.loads(record.read_text()) if record.exists() else None
+    # a record of another shape (made before patch-ids were recorded) counts as none
+    if entries is not None and all(len(e) == 3 for e in entries):
+        return [(part, subject, pid) for part, subject, pid in entries]
+    if entries is not None:
+        record.unlink()
+    if patch_root is None:
+        raise MeminitError(f"{tree} records no parts: run `meminit tree`")
+    return parts_of_files(patch_root)
+
+
+def _tree_commits(tree: Path) -> tuple[list[str], list[tuple[str, str]]]:
+    """base..HEAD: the commits and (subject, patch-id) of each."""
+    commits = git(tree, "rev-list", "--reverse", f"{BASE_TAG}..HEAD").split()
+    subjects = git(tree, "log", "--reverse", "--format=%s", f"{BASE_TAG}..HEAD").splitlines()
+    return commits, list(zip(subjects, patch_ids(tree, f"{BASE_TAG}..HEAD")))
 
 
 def _record_parts(tree: Path, names: list[str]) -> None:
-    subjects = git(tree, "log", "--reverse", "--format=%s", f"{BASE_TAG}..HEAD").splitlines()
-    _parts_record(tree).write_text(json.dumps([list(pair) for pair in zip(names, subjects)]) + "\n")
-
-
-def applied_rfcs(tree: Path) -> tuple[str, ...]:
-    """The RFC parts the tree carries ('threads', ...), as recorded."""
-    names = dict.fromkeys(part for part, _ in recorded_parts(tree))
-    return tuple(n.removeprefix(parts.RFC_PREFIX) for n in names if n.startswith(parts.RFC_PREFIX))
+    _, commits = _tree_commits(tree)
+    _parts_record(tree).write_text(json.dumps([[n, s, pid] for n, (s, pid) in zip(names, commits)]) + "\n")
 
 
 def part_range(tree: Path, name: str) -> tuple[str, str]:
     """The commits of one part in the tree: (the commit before its first, its last)."""
-    commits = git(tree, "rev-list", "--reverse", f"{BASE_TAG}..HEAD").split()
-    names = parts.assign([git(tree, "log", "-1", "--format=%s", c).strip() for c in commits],
-                         recorded_parts(tree), list(dict.fromkeys(p for p, _ in recorded_parts(tree))))
+    commits, ids = _tree_commits(tree)
+    recorded = recorded_parts(tree)
+    names = parts.assign(ids, recorded, list(dict.fromkeys(p for p, _, _ in recorded)))
     mine = [i for i, n in enumerate(names) if n == name]
     if not mine:
         raise MeminitError(f"{tree} carries no commit of {name}")
     return (commits[mine[0] - 1] if mine[0] else git(tree, "rev-parse", BASE_TAG).strip()), commits[mine[-1]]
 
 
+def tree_parts(tree: Path) -> list[str]:
+    """The parts the tree carries, in order, as recorded."""
+    return list(dict.fromkeys(part for part, _, _ in recorded_parts(tree)))
+
+
 def apply_series(tree: Path, patches: list[Path], names: list[str] | None = None) -> None:
     """The patches as commits on `base`, recorded with the part of each (`names`; by default
-    all of the core)."""
-    git(tree, "checkout", "-q", "-B", BRANCH, BASE_TAG)
-    for index, patch in enumerate(patches, 1):
-        print(f"meminit: applying [{index}/{len(patches)}] {patch.name}", file=sys.stderr, flush=True)
-        if proc.run(["git", "-C", str(tree), *GIT_IDENTITY, "am", "-q", str(patch)],
-                    check=False).returncode != 0:
-            git(tree, "am", "--abort", check=False)
-            git(tree, "checkout", "-q", "-B", BRANCH, BASE_TAG)
-            raise MeminitError(f"patch {patch.parent.name}/{patch.name} does not apply on {BASE_TAG}:\n"
-                               f"{_explain_failed_patch(tree, patch)}")
+    all of the core). They are applied in a scratch worktree and the tree then checked out at
+    the result, so that only files that differ from what it had are written: a switch of
+    RFC parts rebuilds what they touch, not every file the series touches."""
+    scratch = tree.with_name(tree.name + ".applying")
+    if scratch.exists():
+        git(tree, "worktree", "remove", "--force", str(scratch), check=False)
+        shutil.rmtree(scratch, ignore_errors=True)
+    git(tree, "worktree", "prune")
+    git(tree, "worktree", "add", "-q", "--detach", str(scratch), BASE_TAG)
+    try:
+        for index, patch in enumerate(patches, 1):
+            print(f"meminit: applying [{index}/{len(patches)}] {patch.parent.name}/{patch.name}",
+                  file=sys.stderr, flush=True)
+            if proc.run(["git", "-C", str(scratch), *GIT_IDENTITY, "am", "-q", str(patch)],
+                        check=False).returncode != 0:
+                git(scratch, "am", "--abort", check=False)
+                raise MeminitError(f"patch {patch.parent.name}/{patch.name} does not apply on {BASE_TAG}:\n"
+                                   f"{_explain_failed_patch(scratch, patch)}")
+        tip = git(scratch, "rev-parse", "HEAD").strip()
+    finally:
+        git(tree, "worktree", "remove", "--force", str(scratch), check=False)
+    git(tree, "checkout", "-q", "-f", "-B", BRANCH, tip)
     _record_applied(tree)
     _record_parts(tree, names or [parts.CORE] * len(patches))
 
@@ -261,16 +303,18 @@ def prepare_trees(linux: Linux = kernels.DEFAULT, reset: bool = False) -> Trees:
     patches = [p for _, ps in stack for p in ps]
     names = [part.name for part, ps in stack for _ in ps]
     if patch_ids(tree, f"{BASE_TAG}..HEAD") != file_patch_ids(patches) or \
-            git(tree, "rev-parse", "--abbrev-ref", "HEAD").strip() != BRANCH or \
-            not _parts_record(tree).exists():
+            git(tree, "rev-parse", "--abbrev-ref", "HEAD").strip() != BRANCH:
         reason = _tree_has_own_work(tree)
         if reason and not reset:
             raise MeminitError(f"{tree} differs from {linux.patches.relative_to(paths.REPO)}/ "
                                f"({' + '.join(p.name for p, _ in stack)}) and {reason}; "
                                "export it or pass --reset to discard it")
         apply_series(tree, patches, names)
-    else:
-        _record_applied(tree)
+    elif not _parts_record(tree).exists() or [n for n, _, _ in recorded_parts(tree, linux.patches)] != names:
+        # the same diffs, recorded before the parts or with a patch since moved to another
+        # part: the files say where each belongs. The marker stays: patch-ids ignore commit
+        # messages, so a reword not yet exported still counts as the tree's own work
+        _record_parts(tree, names)
     _ensure_base_worktree(tree, linux.base_tree)
     return Trees(series=tree, base=linux.base_tree, linux=linux)
 
@@ -281,33 +325,37 @@ def series_commit(tree: Path = kernels.DEFAULT.tree) -> str:
 
 def provenance(linux: Linux) -> dict[str, str]:
     """What a run's result.json says of the kernel source it built: the kernel, its Debian
-    source package and version, and the series commit."""
+    source package and version, the series commit and the parts it carries."""
     return {"linux": linux.version, "source_package": linux.source_package,
-            "source_version": source_version(linux), "series_commit": series_commit(linux.tree)}
+            "source_version": source_version(linux), "series_commit": series_commit(linux.tree),
+            "series_parts": " + ".join(dict.fromkeys(p for p, _, _ in recorded_parts(linux.tree, linux.patches)))}
 
 
 def export_series(tree: Path = kernels.DEFAULT.tree, patch_root: Path = kernels.DEFAULT.patches) -> list[Path]:
     """Write base..HEAD of the tree back to the folders of its parts under patch_root as
-    format-patch files, each folder with its series (parts.assign(): a new commit joins the
-    part of the commit before it). Parts the tree does not carry are left as they are."""
+    format-patch files, each folder with its series (parts.assign(): a commit keeps its part
+    by patch-id or subject, a new one joins the part of the commit before it). A part the tree
+    carried whose commits are all gone is emptied; parts it does not carry are left as they are."""
     if git(tree, "status", "--porcelain", "--untracked-files=no").strip():
         raise MeminitError(f"{tree} has uncommitted changes: commit them before exporting")
     order = [p.name for p in parts.read_parts(patch_root)]
-    commits = git(tree, "rev-list", "--reverse", f"{BASE_TAG}..HEAD").split()
-    subjects = [git(tree, "log", "-1", "--format=%s", c).strip() for c in commits]
-    names = parts.assign(subjects, recorded_parts(tree), order)
+    recorded = recorded_parts(tree, patch_root)
+    commits, ids = _tree_commits(tree)
+    names = parts.assign(ids, recorded, order)
     written: list[Path] = []
-    for name in dict.fromkeys(names):
+    for name in dict.fromkeys([p for p, _, _ in recorded] + names):
         mine = [c for c, n in zip(commits, names) if n == name]
         folder = patch_root / name
         folder.mkdir(parents=True, exist_ok=True)
         for old in folder.glob("*.patch"):
             old.unlink()
-        # A fixed --abbrev (the kernel's recommended 12): git's default grows with the object
-        # count, so two trees of the same commits would export different index lines.
-        out = git(tree, "format-patch", "--zero-commit", "--no-signature", "--abbrev=12",
-                  "-o", str(folder), f"{mine[0]}^..{mine[-1]}")
-        files = [Path(line) for line in out.splitlines() if line.strip()]
+        files: list[Path] = []
+        if mine:
+            # A fixed --abbrev (the kernel's recommended 12): git's default grows with the object
+            # count, so two trees of the same commits would export different index lines.
+            out = git(tree, "format-patch", "--zero-commit", "--no-signature", "--abbrev=12",
+                      "-o", str(folder), f"{mine[0]}^..{mine[-1]}")
+            files = [Path(line) for line in out.splitlines() if line.strip()]
         (folder / "series").write_text("".join(p.name + "\n" for p in files))
         written += files
     _record_applied(tree)
