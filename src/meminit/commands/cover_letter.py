@@ -112,17 +112,17 @@ def how_tested(linux: Linux = kernels.DEFAULT) -> str:
         by_hand.append(f"W=1 compiles of the touched files under {', '.join(compile_targets)}")
     items = [
         "Every CI run: the files each prefix touches compile with W=1 and no warning on an added "
-        "line, the whole series builds, every patch is checkpatch --strict clean. By hand: every "
-        "prefix builds in full.",
+        "line, the series with its topic and test hooks builds, every patch, the RFCs' too, is "
+        "checkpatch --strict clean. By hand: every prefix builds in full, the RFCs' too.",
         f"Every CI run: KUnit ({', '.join(suites)}) booted in QEMU on a debug kernel: DEBUG_VM, "
         "PROVE_LOCKING, PREEMPT full, DEBUG_PAGE_REF, 2 NUMA nodes with the pmem on the node "
         "without CPUs; a fast-path case that skips there fails the run. Before a submission: "
         f"booted again with preempt={linux.other_preempt}.",
         f"{'Every CI run' if linux.ci_kunit else 'Before a submission'}: KUnit through kunit.py "
         f"on {targets[True]}." + (f" By hand: {'; '.join(by_hand)}." if by_hand else ""),
-        "Every CI run: struct pages hashed after fsdax map=dev rebinds on two threads in every "
-        "mode (slow, template, streaming, auto) and compared (before a submission under "
-        f"preempt={linux.other_preempt} too).",
+        "Every CI run: struct pages hashed after fsdax map=dev rebinds in every mode (slow, "
+        "template, streaming) and compared (before a submission under "
+        f"preempt={linux.other_preempt} too, and with the RFCs on two threads and in auto).",
     ]
     if "soak" in linux.long_guests:
         items.append(f"Before a submission: a soak of {soak.SHORT_CYCLES} bind/unbind cycles per device type "
