@@ -12,7 +12,7 @@ import pytest
 
 from meminit import cli
 from meminit.bench import benchbin, memmap_replay
-from meminit.core import deps, hostinfo
+from meminit.core import deps, hostinfo, kernels
 from meminit.guest import vm
 from meminit.kernel import build
 from meminit.commands import run as run_command
@@ -231,5 +231,10 @@ def test_the_replay_takes_its_memmap_from_the_guests_and_its_threads_as_they_ran
         "o9", "cold", "generic", 2, "as the series guest ran")
     base_only = {"name": "devdax-2m", "groups": groups[:1]}
     assert devdax.replay_memmap(base_only, base.RunRequest(scenarios=[], init_threads=1)).threads == 1
-    ruled = devdax.replay_memmap(base_only, base.RunRequest(scenarios=[], guest=vm.GuestRequest(cpus=4)))
+    threaded = kernels.LTS.with_rfcs(("threads",))
+    ruled = devdax.replay_memmap(base_only, base.RunRequest(scenarios=[], guest=vm.GuestRequest(cpus=4),
+                                                            linux=threaded))
     assert (ruled.threads, ruled.threads_from) == (4, "the series' rule for 4 CPUs (no series guest said)")
+    # without the threads RFC the kernel initialises every range on the calling thread
+    alone = devdax.replay_memmap(base_only, base.RunRequest(scenarios=[], guest=vm.GuestRequest(cpus=4)))
+    assert (alone.threads, alone.threads_from) == (1, "one thread: the series without its threads RFC")

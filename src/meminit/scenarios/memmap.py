@@ -89,7 +89,8 @@ class MemmapScenario(Scenario):
 
     def replay_memmap(self, entry: dict, req: RunRequest) -> memmap_replay.Memmap:
         """What one bind of this scenario initialised, from the guests' groups: pages and
-        ranges as the kernel counted them, threads as the series' per-thread lines said."""
+        ranges as the kernel counted them, threads as the series' per-thread lines said (one
+        without the threads RFC)."""
         groups = [g for g in entry["groups"] if g.get("pages")]
         if not groups:
             raise MeminitError(f"{self.name}: no bind with a page count to replay")
@@ -100,6 +101,8 @@ class MemmapScenario(Scenario):
             threads, source = max(seen), "as the series guest ran"
         elif req.init_threads:
             threads, source = req.init_threads, "--init-threads"
+        elif "threads" not in req.linux.rfcs and req.tree is None:
+            threads, source = 1, "one thread: the series without its threads RFC"
         else:
             threads = memmap_replay.kernel_threads(pages, req.guest.cpus)
             source = f"the series' rule for {req.guest.cpus} CPUs (no series guest said)"
