@@ -80,6 +80,7 @@ TEXT = {
     "export": {"--mbox", "--from", "--subject-prefix", "--topic"},
     "build": {"variants"},
     "check-configs": {"targets"},
+    "check-injections": {"names"},
     "boot": {"--deb", "--command", "--append", "--tree", "--base", "--series"},
     "run": {"--kernels", "--variants", "--preempt", "--latency-hog", "--append", "--tree", "--base",
             "--series"},

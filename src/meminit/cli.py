@@ -14,6 +14,7 @@ from meminit.core.errors import MeminitError
 COMMAND_MODULES = [
     "meminit.commands.kernel",
     "meminit.commands.check_configs",
+    "meminit.commands.check_injections",
     "meminit.commands.boot",
     "meminit.commands.run",
     "meminit.commands.measure",
