@@ -275,3 +275,18 @@ def test_the_same_source_package_gives_the_same_base_commit(tmp_path, monkeypatc
 def test_a_base_dated_when_it_was_made_is_named(tmp_path):
     repo = git_repo(tmp_path / "repo")
     assert "not 2024-11-17T00:00:00Z" in source.unreproducible_base(repo)
+
+
+def test_a_tree_without_a_record_keeps_the_parts_it_does_not_carry(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    source.apply_series(repo, [])
+    commit_change(repo, "line 3\n", "line three\n", "core change")
+    commit_change(repo, "line 9\n", "line nine\n", "rfc change")
+    root = parts_root(tmp_path, "core", "rfc/extra")
+    source._record_parts(repo, ["core", "rfc/extra"])
+    source.export_series(repo, root)
+    # the default stack applied, then its record lost: the RFC's files must stay
+    source.apply_series(repo, source.read_series(root / "core"))
+    source._parts_record(repo).unlink()
+    source.export_series(repo, root)
+    assert [p.name for p in source.read_series(root / "rfc/extra")] == ["0001-rfc-change.patch"]

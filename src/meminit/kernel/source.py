@@ -218,7 +218,12 @@ def recorded_parts(tree: Path, patch_root: Path | None = None) -> list[tuple[str
         record.unlink()
     if patch_root is None:
         raise MeminitError(f"{tree} records no parts: run `meminit tree`")
-    return parts_of_files(patch_root)
+    # the files of the parts the tree carries (one of their patches among its commits): a
+    # part it never carried is not one whose commits are gone
+    files = parts_of_files(patch_root)
+    carried = {pid for _, pid in _tree_commits(tree)[1]}
+    kept = {part for part, _, pid in files if pid in carried}
+    return [entry for entry in files if entry[0] in kept]
 
 
 def _tree_commits(tree: Path) -> tuple[list[str], list[tuple[str, str]]]:
