@@ -4,6 +4,7 @@ replayed from tests/data/run-fsdax (test_glue.offline_run), the bench faked
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 from pathlib import Path
@@ -146,7 +147,9 @@ def test_a_tcg_run_prints_the_replay_beside_the_guest_table(tmp_path, monkeypatc
     replay = entry["replay"]
     assert replay["memmap"] == {"scenario": "fsdax-mapdev", "pages": PAGES, "ranges": 1, "order": 0,
                                 "altmap": True, "pgmap_type": "fsdax", "threads": 2,
-                                "threads_from": "as the series guest ran"}
+                                "threads_from": "as the series guest ran",
+                                "modes": ["slow", "template", "streaming", "auto"]}
+    # the recorded guest ran the full series, auto too (before the parts)
     assert set(replay["modes"]) == {"base", "slow", "template", "streaming", "auto"}
     assert len(replay["samples"]) == 8 * 5 and (run_dir / "replay.txt").exists()
     assert cli.main(["report", str(run_dir)]) == 0
@@ -219,7 +222,9 @@ def test_a_device_private_bind_is_replayed_per_chunk_in_dram():
     entry = {"name": "device-private", "groups": [
         {"kernel": "series", "variant": "slow", "pages": 131072, "ranges": 2, "threads": [1], "steady_ms": [1.0]}]}
     m = memmap.BY_NAME["device-private"].replay_memmap(entry, base.RunRequest(scenarios=[]))
-    assert m == DEVICE_PRIVATE and (m.bench_size, m.layout, m.dest) == (4 << 20, "o0", "warm")
+    # the guest ran slow only: the replay replays that
+    assert m == dataclasses.replace(DEVICE_PRIVATE, modes=("slow",)) and \
+        (m.bench_size, m.layout, m.dest) == (4 << 20, "o0", "warm")
 
 
 def test_the_replay_takes_its_memmap_from_the_guests_and_its_threads_as_they_ran():
@@ -238,3 +243,23 @@ def test_the_replay_takes_its_memmap_from_the_guests_and_its_threads_as_they_ran
     # without the threads RFC the kernel initialises every range on the calling thread
     alone = devdax.replay_memmap(base_only, base.RunRequest(scenarios=[], guest=vm.GuestRequest(cpus=4)))
     assert (alone.threads, alone.threads_from) == (1, "one thread: the series without its threads RFC")
+
+
+def test_the_replay_replays_the_modes_the_series_kernel_has():
+    """Without the rfc/auto part the series kernel has no auto: the replay leaves it out, and
+    the table and plot show what is there."""
+    fsdax = memmap.BY_NAME["fsdax-mapdev"]
+    ran = [{"kernel": "series", "variant": v, "pages": 4096, "ranges": 1, "threads": []}
+           for v in ("slow", "template", "streaming")]
+    m = fsdax.replay_memmap({"name": "fsdax-mapdev", "groups": ran}, base.RunRequest(scenarios=[]))
+    assert m.modes == ("slow", "template", "streaming")
+    assert "auto" not in memmap_replay.command(Path("bench"), m, 5)[memmap_replay.command(Path("bench"), m, 5)
+                                                                    .index("--fill") + 1]
+    only_base = {"name": "fsdax-mapdev", "groups": [{**ran[0], "kernel": "base", "variant": "default"}]}
+    assert "auto" not in fsdax.replay_memmap(only_base, base.RunRequest(scenarios=[])).modes
+    with_auto = base.RunRequest(scenarios=[], linux=kernels.LTS.with_rfcs(("threads", "auto")))
+    assert "auto" in fsdax.replay_memmap(only_base, with_auto).modes
+    fig = {"ms": 1.0, "min": 0.9, "max": 1.1}
+    replay = {"memmap": dataclasses.asdict(m), "modes": {k: fig for k in ("base", "slow", "template", "streaming")}}
+    _, rows = memmap_replay.rows([("fsdax-mapdev", replay)])
+    assert [r[5] for r in rows] == ["base (per page, 1 thread)", "slow", "template", "streaming"]

@@ -52,6 +52,8 @@ class Memmap:
     pgmap_type: str  # the bench's --pgmap-type: fsdax, generic (devdax), private
     threads: int
     threads_from: str  # where the thread count comes from, for the table
+    # the series' modes to replay: those its kernel has (auto only with the rfc/auto part)
+    modes: tuple[str, ...] = tuple(MODES.values())
 
     @property
     def range_bytes(self) -> int:
@@ -92,7 +94,8 @@ def command(binary: Path, memmap: Memmap, reps: int) -> list[str]:
     """The bench run of one memmap: every mode at its threads, and slow on one thread (base)."""
     threads = "1" if memmap.threads == 1 else f"1,{memmap.threads}"
     return [str(binary), "run", "--sizes", str(memmap.bench_size), "--reps", str(reps), "--threads", threads,
-            "--layouts", memmap.layout, "--dests", memmap.dest, "--fill", ",".join(MODES), "--clear", "none",
+            "--layouts", memmap.layout, "--dests", memmap.dest,
+            "--fill", ",".join(f for f, mode in MODES.items() if mode in memmap.modes), "--clear", "none",
             "--fault", "none", "--split", "chunked", "--chunk", CHUNK, "--pgmap-type", memmap.pgmap_type]
 
 
@@ -140,7 +143,8 @@ def figures(memmap: Memmap, cmd: list[str], out: benchbin.Output, reps: int) -> 
             ms["streamed_share"] = row["streamed_share"]
         return ms
 
-    modes = {BASE: case("slow", 1), **{mode: case(fill, memmap.threads) for fill, mode in MODES.items()}}
+    modes = {BASE: case("slow", 1), **{mode: case(fill, memmap.threads) for fill, mode in MODES.items()
+                                       if mode in memmap.modes}}
     # the bench's own measure of disturbance: the share of a one-thread sample's wall time
     # its thread was on a CPU (below 95 %, other load took the CPU; bench/README.md)
     alone = [s["cpu_ns"] / s["ns"] for s in out.samples if s.get("threads") == 1 and isinstance(s.get("cpu_ns"), int)]
@@ -161,6 +165,11 @@ def speedups(replay: dict) -> dict[str, tuple[float, float]]:
     return {mode: (modes["slow"]["ms"] / fig["ms"], modes[BASE]["ms"] / fig["ms"]) for mode, fig in modes.items()}
 
 
+def replayed(replay: dict) -> list[str]:
+    """The replay's modes in the table's order (base first; runs before the parts have all)."""
+    return [m for m in ORDER if m in replay["modes"]]
+
+
 def mode_label(mode: str, fig: dict) -> str:
     if mode == BASE:
         return "base (per page, 1 thread)"
@@ -175,7 +184,7 @@ def rows(replays: list[tuple[str, dict]]) -> tuple[list[str], list[list[str]]]:
     out = []
     for name, replay in replays:
         memmap, up = replay["memmap"], speedups(replay)
-        for mode in ORDER:
+        for mode in replayed(replay):
             fig = replay["modes"][mode]
             threads = 1 if mode == BASE else memmap["threads"]
             out.append([name, _pages(memmap), str(memmap["order"]), Memmap(**memmap).placement, str(threads),
@@ -227,18 +236,19 @@ def plot_panel(ax: Any, name: str, replay: dict, host_cpu: str) -> None:
     """One scenario's replay: ms per bind per mode (median, min-max), each bar's speed-up over slow."""
     modes = replay["modes"]
     up = speedups(replay)
-    xs = range(len(ORDER))
-    heights = [modes[m]["ms"] for m in ORDER]
-    errors = [[modes[m]["ms"] - modes[m]["min"] for m in ORDER], [modes[m]["max"] - modes[m]["ms"] for m in ORDER]]
+    shown = replayed(replay)
+    xs = range(len(shown))
+    heights = [modes[m]["ms"] for m in shown]
+    errors = [[modes[m]["ms"] - modes[m]["min"] for m in shown], [modes[m]["max"] - modes[m]["ms"] for m in shown]]
     bars = ax.bar(list(xs), heights, 0.6, yerr=errors, capsize=3, color="tab:green", label="replay, median")
-    for bar, mode in zip(bars, ORDER):
+    for bar, mode in zip(bars, shown):
         if not math.isnan(up[mode][0]):
             ax.annotate(f"{up[mode][0]:.2f}x slow", (bar.get_x() + bar.get_width() / 2, modes[mode]["max"]),
                         xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize="small")
     threads = replay["memmap"]["threads"]
-    ax.set_xticks(list(xs), ["base (1 thread)" if m == BASE else f"{m} ({threads} thr.)" for m in ORDER],
+    ax.set_xticks(list(xs), ["base (1 thread)" if m == BASE else f"{m} ({threads} thr.)" for m in shown],
                   rotation=30, ha="right")
     ax.set_ylabel("ms per bind, median and range (lower is better)")
-    ax.set_ylim(top=max(modes[m]["max"] for m in ORDER) * 1.15)
+    ax.set_ylim(top=max(modes[m]["max"] for m in shown) * 1.15)
     ax.set_title(f"{name}: REAL CPU, userspace replay of the same memmap\n({host_cpu}, "
                  f"{Memmap(**replay['memmap']).placement}, {replay['reps']} reps)", fontsize="medium")

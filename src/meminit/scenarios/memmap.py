@@ -106,8 +106,14 @@ class MemmapScenario(Scenario):
         else:
             threads = memmap_replay.kernel_threads(pages, req.guest.cpus)
             source = f"the series' rule for {req.guest.cpus} CPUs (no series guest said)"
+        # the modes the series guest ran (slow always: the speed-ups are over it); without
+        # one, the series' own (auto with its RFC)
+        ran = {g["variant"] for g in groups if g["kernel"] != "base"}
+        modes = tuple(m for m in memmap_replay.MODES.values()
+                      if (m in ran | {"slow"} if ran else m != "auto" or "auto" in req.linux.rfcs or req.tree))
         return memmap_replay.Memmap(self.name, pages=pages, ranges=ranges, order=self.order, altmap=self.altmap,
-                                    pgmap_type=self.pgmap_type, threads=threads, threads_from=source)
+                                    pgmap_type=self.pgmap_type, threads=threads, threads_from=source,
+                                    modes=modes)
 
     def plot(self, entries: list[dict], result: dict, out: Path) -> Path:
         return plot_memmap(entries, result, out)
