@@ -122,14 +122,22 @@ def test_a_reworded_or_dropped_part_stays_where_it_belongs(tmp_path):
     assert [p.name for p in source.read_series(root / "test-only")] == ["0001-test-hook.patch"]
 
 
-def test_a_tree_made_before_the_parts_takes_them_from_the_files(tmp_path):
+def exported_parts(tmp_path: Path, changes: list[tuple[int, str, str]]) -> tuple[Path, Path]:
+    """A tiny tree with one commit per (line, subject, part) on base, exported to those parts
+    (in that order): the tree and its patches/VERSION/."""
     repo = git_repo(tmp_path / "repo")
     source.apply_series(repo, [])
-    commit_change(repo, "line 3\n", "line three\n", "core change")
-    commit_change(repo, "line 15\n", "line fifteen\n", "test hook")
-    root = parts_root(tmp_path, "core", "test-only")
-    source._record_parts(repo, ["core", "test-only"])
+    for line, subject, _ in changes:
+        commit_change(repo, f"line {line}\n", f"line {line} changed\n", subject)
+    names = [part for _, _, part in changes]
+    root = parts_root(tmp_path, *dict.fromkeys(names))
+    source._record_parts(repo, names)
     source.export_series(repo, root)
+    return repo, root
+
+
+def test_a_tree_made_before_the_parts_takes_them_from_the_files(tmp_path):
+    repo, root = exported_parts(tmp_path, [(3, "core change", "core"), (15, "test hook", "test-only")])
     source._parts_record(repo).unlink()
     commit_change(repo, "line 16\n", "line sixteen\n", "my own work")
     source.export_series(repo, root)
@@ -278,13 +286,7 @@ def test_a_base_dated_when_it_was_made_is_named(tmp_path):
 
 
 def test_a_tree_without_a_record_keeps_the_parts_it_does_not_carry(tmp_path):
-    repo = git_repo(tmp_path / "repo")
-    source.apply_series(repo, [])
-    commit_change(repo, "line 3\n", "line three\n", "core change")
-    commit_change(repo, "line 9\n", "line nine\n", "rfc change")
-    root = parts_root(tmp_path, "core", "rfc/extra")
-    source._record_parts(repo, ["core", "rfc/extra"])
-    source.export_series(repo, root)
+    repo, root = exported_parts(tmp_path, [(3, "core change", "core"), (9, "rfc change", "rfc/extra")])
     # the default stack applied, then its record lost: the RFC's files must stay
     source.apply_series(repo, source.read_series(root / "core"))
     source._parts_record(repo).unlink()
