@@ -333,7 +333,14 @@ def provenance(linux: Linux) -> dict[str, str]:
     source package and version, the series commit and the parts it carries."""
     return {"linux": linux.version, "source_package": linux.source_package,
             "source_version": source_version(linux), "series_commit": series_commit(linux.tree),
-            "series_parts": " + ".join(dict.fromkeys(p for p, _, _ in recorded_parts(linux.tree, linux.patches)))}
+            "series_parts": carried_parts(linux)}
+
+
+def carried_parts(linux: Linux) -> str:
+    """The parts the kernel's tree carries, 'core + clearing + test-only'; '' without a tree."""
+    if not (linux.tree / ".git").exists():
+        return ""
+    return " + ".join(dict.fromkeys(p for p, _, _ in recorded_parts(linux.tree, linux.patches)))
 
 
 def export_series(tree: Path = kernels.DEFAULT.tree, patch_root: Path = kernels.DEFAULT.patches) -> list[Path]:
