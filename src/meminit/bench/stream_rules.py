@@ -277,7 +277,7 @@ def report(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Policy, ma
         meets = "a, b, c" if all(v.meets() for v in per_cpu) else \
             "a, b" if all(v.meets(False) for v in per_cpu) else "-"
         rows.append([rule.name, *(cell_text(v) for v in per_cpu), meets])
-    medians = [r.name.rsplit("/", 1)[-1] for r in runs if run_cells(r, policy) and not _paired(r)]
+    medians = [r.name.rsplit("/", 1)[-1] for r in runs if not _paired(r) and run_cells(r, policy)]
     lines = [f"fixed streaming rules and the learning auto over {sum(len(verdicts[c][TEMPLATE].totals) for c in cpus)} "
              f"recorded runs, one thread, per CPU (runs): (a) worst/median run, b: configurations missing "
              f"(b), c: callers' cases missing (c) / judged; {BARS}; paired by repetition"

@@ -34,7 +34,7 @@ def mailed_part(linux: Linux, rfc: tuple[str, ...], topic: str | None) -> parts.
     if rfc and topic or len(rfc) > 1:
         raise MeminitError("export --mbox mails one part: the core (default), --rfc NAME or --topic NAME")
     if rfc:
-        found = [p for p in known if p.kind == "rfc" and p.short == rfc[0].removeprefix(parts.RFC_PREFIX)]
+        found = [p for p in known if p.kind == "rfc" and p.short == rfc[0]]
         if not found:
             raise MeminitError(f"no RFC part {rfc[0]!r} to mail: this kernel's are "
                                f"{', '.join(p.short for p in known if p.kind == 'rfc') or 'none'}")

@@ -116,7 +116,7 @@ def checkpatch_parts(linux: Linux = kernels.DEFAULT) -> None:
     of whatever stack the tree carries: the tree is not re-applied (a switch of RFC parts
     rewrites headers most of the kernel includes, and the debug kernel would be rebuilt)."""
     tree = linux.tree if linux.tree.exists() else source.prepare_trees(linux.with_rfcs(())).series
-    patches = [p for _, ps in parts.read_stack(linux.patches, linux.rfcs) for p in ps]
+    patches = parts.stack_patches(linux.patches, linux.rfcs)
     failures = checkpatch(tree, patches)
     if failures:
         raise MeminitError("checkpatch --strict failed:\n" + "\n".join(failures))
@@ -129,7 +129,7 @@ def check_series(jobs: int | None = None, touched_only: bool = False,
     prefix or, with touched_only, of the last one only."""
     trees = source.prepare_trees(linux)
     tree = trees.series
-    patches = [p for _, ps in parts.read_stack(linux.patches, linux.rfcs) for p in ps]
+    patches = parts.stack_patches(linux.patches, linux.rfcs)
     if not patches:
         raise MeminitError(f"{linux.patches}'s parts hold no patch: nothing to check")
     failures = checkpatch(tree, patches)

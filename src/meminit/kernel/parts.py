@@ -105,6 +105,11 @@ def read_stack(patch_root: Path, rfcs: tuple[str, ...] = ()) -> list[tuple[Part,
     return [(p, read_series(patch_root / p.name)) for p in selected(read_parts(patch_root), rfcs)]
 
 
+def stack_patches(patch_root: Path, rfcs: tuple[str, ...] = ()) -> list[Path]:
+    """The stack's patches in the order they apply."""
+    return [p for _, ps in read_stack(patch_root, rfcs) for p in ps]
+
+
 def assign(commits: list[tuple[str, str]], recorded: list[tuple[str, str, str]], order: list[str]) -> list[str]:
     """The part of each commit of a tree ((subject, patch-id) each), from what was recorded
     when its patches were applied or exported ((part, subject, patch-id) per commit): by

@@ -206,16 +206,22 @@ def parts_of_files(patch_root: Path) -> list[tuple[str, str, str]]:
     return out
 
 
+def _read_record(tree: Path) -> list[tuple[str, str, str]] | None:
+    """The tree's record of (part, subject, patch-id) per commit; None where it has none, or
+    one of another shape (made before patch-ids were recorded)."""
+    record = _parts_record(tree)
+    entries = json.loads(record.read_text()) if record.exists() else None
+    if entries is None or not all(len(e) == 3 for e in entries):
+        return None
+    return [(part, subject, pid) for part, subject, pid in entries]
+
+
 def recorded_parts(tree: Path, patch_root: Path | None = None) -> list[tuple[str, str, str]]:
     """(part, subject, patch-id) of each commit as the tree's patches were applied or exported;
     where the tree records none (made before the parts), what the files under `patch_root` say."""
-    record = _parts_record(tree)
-    entries = json.loads(record.read_text()) if record.exists() else None
-    # a record of another shape (made before patch-ids were recorded) counts as none
-    if entries is not None and all(len(e) == 3 for e in entries):
-        return [(part, subject, pid) for part, subject, pid in entries]
+    entries = _read_record(tree)
     if entries is not None:
-        record.unlink()
+        return entries
     if patch_root is None:
         raise MeminitError(f"{tree} records no parts: run `meminit tree`")
     # the files of the parts the tree carries (one of their patches among its commits): a
@@ -315,7 +321,7 @@ def prepare_trees(linux: Linux = kernels.DEFAULT, reset: bool = False) -> Trees:
                                f"({' + '.join(p.name for p, _ in stack)}) and {reason}; "
                                "export it or pass --reset to discard it")
         apply_series(tree, patches, names)
-    elif not _parts_record(tree).exists() or [n for n, _, _ in recorded_parts(tree, linux.patches)] != names:
+    elif [n for n, _, _ in _read_record(tree) or []] != names:
         # the same diffs, recorded before the parts or with a patch since moved to another
         # part: the files say where each belongs. The marker stays: patch-ids ignore commit
         # messages, so a reword not yet exported still counts as the tree's own work
