@@ -115,6 +115,10 @@ def check_rebinds(boot: SeriesBoot, rebinds: int) -> None:
     # part the init line names no threads
     threads = 2 if "threads" in boot.kernel.linux.rfcs else None
     assert {s.threads for s in done} == {threads}, [(s.variant, s.threads) for s in done]
+    # a forced mode runs as itself (x86-64 has the streaming backend, the debug kernel no
+    # KASAN), and the default streams this altmap memmap: patch 7's memmap_init_default_mode()
+    ran = {(s.variant, s.iteration): s.modes for s in done}
+    assert all(m == ("streaming" if v == "default" else v,) for (v, _), m in ran.items()), ran
     hashes = boot.run_dir / "hashes.txt"
     assert hashes.exists(), "the series' memmap_hash debugfs file did not produce hashes"
     assert len(memmap_log.parse_hashes(hashes.read_text())) == len(modes)

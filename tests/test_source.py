@@ -292,3 +292,45 @@ def test_a_tree_without_a_record_keeps_the_parts_it_does_not_carry(tmp_path):
     source._parts_record(repo).unlink()
     source.export_series(repo, root)
     assert [p.name for p in source.read_series(root / "rfc/extra")] == ["0001-rfc-change.patch"]
+
+
+def test_a_stack_is_checked_in_scratch_and_the_tree_keeps_its_checkout(tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    source.apply_series(repo, [])
+    commit_change(repo, "line 10\n", "line ten\n", "change ten")
+    root = parts_root(tmp_path, "core")
+    patches = source.export_series(repo, root)
+    # the tree back on base, with a file of its own: neither is touched by the check
+    subprocess.run(["git", "-C", str(repo), "reset", "-q", "--hard", "base"], check=True)
+    (repo / "mine.txt").write_text("kept\n")
+    head = source.git(repo, "rev-parse", "HEAD")
+    tip = source.applied_in_scratch(repo, patches)
+    assert source.patch_ids(repo, f"base..{tip}") == source.file_patch_ids(patches)
+    assert source.git(repo, "rev-parse", "HEAD") == head and "line 10\n" in (repo / "file.c").read_text()
+    assert (repo / "mine.txt").read_text() == "kept\n"
+    # a second patch made on another base does not apply: named, and no scratch left behind
+    other = tmp_path / "0002-other.patch"
+    other.write_text(patches[0].read_text().replace("-line 10\n", "-line 99\n"))
+    with pytest.raises(MeminitError, match="0002-other.patch does not apply"):
+        source.applied_in_scratch(repo, [patches[0], other])
+    assert not repo.with_name(repo.name + ".applying").exists()
+
+
+def test_export_refuses_a_file_no_commit_holds(tmp_path):
+    """Debian's .gitignore (`/*`) hides every new file from `git add`: a patch that adds a
+    source file would export without it, and build only where the file still lies around."""
+    repo = git_repo(tmp_path / "repo")
+    (repo / ".gitignore").write_text("/*\n")
+    subprocess.run(["git", "-C", str(repo), "add", "-f", ".gitignore"], check=True)
+    subprocess.run(["git", "-C", str(repo), *IDENT, "commit", "-q", "-m", "ignore all"], check=True)
+    subprocess.run(["git", "-C", str(repo), "tag", "-f", "base"], check=True, capture_output=True)
+    source.apply_series(repo, [])
+    (repo / "new.c").write_text("int new;\n")
+    commit_change(repo, "line 3\n", "line three\n", "use new.c")
+    root = parts_root(tmp_path, "core")
+    with pytest.raises(MeminitError, match=r"files no commit holds \(new\.c\).*git add -f"):
+        source.export_series(repo, root)
+    subprocess.run(["git", "-C", str(repo), "add", "-f", "new.c"], check=True)
+    subprocess.run(["git", "-C", str(repo), *IDENT, "commit", "-q", "--amend", "--no-edit"], check=True)
+    written = source.export_series(repo, root)
+    assert "new file mode" in written[0].read_text()

@@ -3,9 +3,13 @@ bound, the callers' cases and the pick, against a small fixture computed by hand
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from meminit.bench import auto_replay, recorded_runs, stream_rules
+from meminit.core import kernels
+from meminit.kernel import parts
 
 MIB = 1 << 20
 POLICY = auto_replay.Policy()
@@ -95,9 +99,10 @@ def test_configurations_as_the_kernel_sees_them():
     # a deduplicated memmap has no altmap (vmemmap_can_optimize())
     assert not stream_rules.Config("o9dedup", "cold", MIB).altmap
     assert stream_rules.Config("o0", "walked", MIB).read_next
-    # the kernel counts a range's PFNs: a deduplicated one spans four times what it writes
-    dedup = stream_rules.Config("o9dedup", "warm", 16 * MIB)
-    assert dedup.span == 64 * MIB and _rule("altmap+dram>=64M").streams(dedup)
+    # the kernel counts the struct pages a range writes: a deduplicated one writes a quarter
+    # of what its PFNs span, and is judged by that quarter
+    assert not _rule("altmap+dram>=64M").streams(stream_rules.Config("o9dedup", "warm", 16 * MIB))
+    assert _rule("altmap+dram>=64M").streams(stream_rules.Config("o9dedup", "warm", 64 * MIB))
     assert not _rule("altmap+dram>=64M").streams(stream_rules.Config("o9pre", "warm", 16 * MIB))
     assert stream_rules.cpu_label("Intel(R) Xeon(R) Processor family 6 model 207") == "Xeon f6m207"
     assert stream_rules.cpu_label("AMD EPYC") == "AMD EPYC (family not recorded)"
@@ -117,3 +122,41 @@ def test_a_cpu_is_judged_by_its_worst_run_and_equals_by_their_worst_total():
     rules = (_rule("altmap+dram>=256M"), _rule("altmap+dram>=64M"))
     assert stream_rules.pick(stream_rules.judge([_run(), second], POLICY, rules), rules) == \
         (_rule("altmap+dram>=64M"), True)
+
+
+# The kernel's rule as core/ adds it: memmap_init_default_mode() in mm/mm_init.c.
+KERNEL_THRESHOLD = re.compile(r"^\+#define MEMMAP_STREAM_MIN_BYTES\tSZ_(\d+)([KMG])$", re.M)
+KERNEL_RULE = ("+\tif (pgmap_altmap(pgmap))\n"
+               "+\t\treturn MEMMAP_INIT_STREAMING;\n"
+               "+\twritten = nr_pages / pgmap_vmemmap_nr(pgmap) *\n"
+               "+\t\t  compound_nr_pages(start_pfn, NULL, pgmap);\n"
+               "+\tif (written >= MEMMAP_STREAM_MIN_BYTES / sizeof(struct page))\n"
+               "+\t\treturn MEMMAP_INIT_STREAMING;\n"
+               "+\treturn MEMMAP_INIT_TEMPLATE;\n")
+
+
+def kernel_rule(version: str) -> tuple[bool, int]:
+    """(streams into an altmap, the bytes of struct pages written from which it streams into
+    DRAM) of a kernel's
+    core/; fails unless the rule is there in the one shape this reads."""
+    core = kernels.get(version).patches / "core"
+    text = "".join(p.read_text() for p in parts.read_series(core))
+    found = KERNEL_THRESHOLD.findall(text)
+    assert len(found) == 1, f"{core}: one MEMMAP_STREAM_MIN_BYTES definition expected, found {found}"
+    assert text.count(KERNEL_RULE) == 1, f"{core}: memmap_init_default_mode() is not the rule this test reads"
+    number, unit = found[0]
+    return True, int(number) << {"K": 10, "M": 20, "G": 30}[unit]
+
+
+@pytest.fixture(scope="module")
+def recorded_pick() -> tuple[stream_rules.Rule, bool] | None:
+    return stream_rules.pick(stream_rules.judge(recorded_runs.recorded_runs(), POLICY))
+
+
+@pytest.mark.parametrize("version", sorted(kernels.KERNELS))
+def test_the_kernels_default_is_the_rule_the_recorded_runs_pick(version, recorded_pick):
+    assert recorded_pick is not None and recorded_pick[1], "no rule meets (a), (b) and (c) on every CPU"
+    rule = recorded_pick[0]
+    assert (rule.altmap, rule.dram_min, rule.read_next) == (*kernel_rule(version), True), \
+        f"the {version} core streams into an altmap and from {kernel_rule(version)[1] >> 20} MiB of DRAM " \
+        f"memmap; the recorded runs pick {rule.name} ({rule.says()})"

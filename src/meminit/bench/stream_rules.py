@@ -57,14 +57,8 @@ class Config:
     """A configuration as the kernel sees the range: its memmap's memory and caller."""
     layout: str
     dest: str
-    size: int  # bytes of struct pages written
-
-    @property
-    def span(self) -> int:
-        """Bytes of memmap the range spans, nr_pages * sizeof(struct page), as the kernel
-        counts a range in memmap_init_zone_device() (a deduplicated one writes a quarter)."""
-        layout = LAYOUTS[self.layout]
-        return self.size * layout.pfns // layout.written
+    size: int  # bytes of struct pages written, as memmap_init_default_mode() counts a range
+    # (a deduplicated one writes a quarter of the memmap its PFNs span)
 
     @property
     def altmap(self) -> bool:
@@ -77,8 +71,8 @@ class Config:
 
 @dataclass(frozen=True)
 class Rule:
-    """Stream into an altmap memmap if `altmap`; into a DRAM one whose range spans at least
-    `dram_min` bytes of memmap (Config.span; None: never), unless its caller reads it next
+    """Stream into an altmap memmap if `altmap`; into a DRAM one whose range writes at least
+    `dram_min` bytes of struct pages (Config.size; None: never), unless its caller reads it next
     and `read_next` is False. `level`: what the kernel must know to apply it (0 nothing, 1 where
     the memmap lives, 2 and its size, 3 and the caller's flag, 4 its own timing)."""
     name: str
@@ -90,7 +84,7 @@ class Rule:
     def streams(self, cfg: Config) -> bool:
         if cfg.altmap:
             return self.altmap
-        if self.dram_min is None or cfg.span < self.dram_min:
+        if self.dram_min is None or cfg.size < self.dram_min:
             return False
         return self.read_next or not cfg.read_next
 
@@ -103,7 +97,7 @@ class Rule:
             return "always stream"
         text = "stream into an altmap"
         if self.dram_min is not None:
-            text += f", or a DRAM one spanning {units.format_size(self.dram_min)} of memmap or more" \
+            text += f", or a DRAM one writing {units.format_size(self.dram_min)} of struct pages or more" \
                 if self.dram_min else ", or a DRAM memmap"
             if not self.read_next:
                 text += " its caller does not read next"
@@ -300,3 +294,20 @@ def report(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Policy, ma
         lines.append(f"the simplest rule that meets {'(a), (b) and (c)' if callers else '(a) and (b), none meeting (c) too'} "
                      f"on every CPU: {rule.name} ({rule.says()})")
     return "\n".join(lines) + "\n"
+
+
+COVER_RULES = ("template", "stream", "altmap", "altmap+dram>=64M", AUTO)
+
+
+def cover_table(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Policy) -> str:
+    """The rules of COVER_RULES per CPU for a cover letter, narrow: the worst run's (a), and
+    'b'/'c' where the rule misses bar (b)/(c) on that CPU."""
+    verdicts = judge(runs, policy)
+
+    def cell(v: Verdict) -> str:
+        return f"{min(v.totals):.2f}" + ("b" if v.bound_misses else "") + ("c" if v.caller_misses else "")
+
+    rows = [[f"{cpu.replace(' (family not recorded)', ', unrecorded')} ({len(verdicts[cpu][TEMPLATE].totals)})",
+             *(cell(verdicts[cpu][r]) for r in COVER_RULES)]
+            for cpu in sorted(verdicts)]
+    return render_table(["CPU (runs)", "template", "stream", "altmap only", "this series", "auto"], rows) + "\n"

@@ -1,101 +1,22 @@
-"""The mailed series' cover letter: what and why and the open questions from
-docs/series.md, the measured tables with their machines (bench/results/), and what the
-harness checks on every series it tests."""
+"""The cover letters of the mailed parts: each part's `cover` file (its subject, then its
+text; the core's with the streaming rules' table put in from the recorded runs), and for
+the core what the harness checks on every series it tests."""
 
 from __future__ import annotations
 
 import textwrap
 from pathlib import Path
 
-from meminit.bench import bench_results
-from meminit.core import kernels, paths, tables, units
+from meminit.bench import auto_replay, recorded_runs, stream_rules
+from meminit.core import kernels
 from meminit.guest import configs, ktap, selftests
-from meminit.kernel import compile_checks
+from meminit.kernel import compile_checks, parts
 from meminit.scenarios import soak
 from meminit.core.errors import MeminitError
 from meminit.core.kernels import Linux
 
-SERIES_DOC = paths.REPO / "docs" / "series.md"
-# per kernel: what its series does (7.3 carries the memmap half only)
-SUBJECTS = {kernels.LTS.version: "mm: faster ZONE_DEVICE memmap init and huge-page clearing",
-            kernels.MAINLINE.version: "mm: faster ZONE_DEVICE memmap init"}
-# per kernel: the docs/series.md section whose first paragraphs say what the series does
-# ("" for the document's own; 6.12's second says it is the backport), and the open
-# questions it adds
-INTRO_SECTIONS = {kernels.LTS.version: ("", 2), kernels.MAINLINE.version: ("On Linux 7.3", 1)}
-OWN_QUESTIONS = {kernels.LTS.version: "Open questions on 6.12"}
-TABLE_SIZE = 1 << 30     # the bench's largest fill: far beyond any LLC measured
+RULE_TABLE = "@RULE_TABLE@"  # where a cover puts the streaming rules' table (bench/stream_rules.py)
 WIDTH = 76
-
-
-def doc_section(text: str, heading: str) -> str:
-    """The body of `## heading` in a Markdown document, up to the next `## `."""
-    marker = f"\n## {heading}\n"
-    if marker not in text:
-        raise MeminitError(f"{SERIES_DOC.name} has no '## {heading}' section")
-    body = text.split(marker, 1)[1].split("\n## ", 1)[0]
-    return body.strip()
-
-
-def intro(text: str, paragraphs: int = 1) -> str:
-    """The document's first paragraphs (with their lists), below its title."""
-    return "\n\n".join(text.split("\n", 1)[1].strip().split("\n\n")[:paragraphs])
-
-
-def rewrap(markdown: str) -> str:
-    """Paragraphs and `*`/`-` list items of a Markdown section refilled to WIDTH."""
-    blocks = []
-    for paragraph in markdown.split("\n\n"):
-        items: list[list[str]] = []
-        for line in paragraph.splitlines():
-            if line.startswith(("* ", "- ")) or not items:
-                items.append([line.strip()])
-            else:
-                items[-1].append(line.strip())
-        blocks.append("\n".join(
-            fill(" ".join(item), subsequent_indent="  " if item[0][:2] in ("* ", "- ") else "")
-            for item in items))
-    return "\n\n".join(blocks)
-
-
-def provenance(summary: dict) -> str:
-    """Where a CPU's figures come from, as bench/results/ keeps it."""
-    parts = [f"{summary['reps']} interleaved repetitions" if summary.get("reps") else "",
-             "in a VM" if summary.get("hypervisor") else "",
-             f"load {summary['loadavg_start']} -> {summary['loadavg_end']}" if summary.get("loadavg_start") else "",
-             summary.get("note") or "", bench_results.auto_verdict(summary)]
-    return "; ".join(p for p in parts if p)
-
-
-def bench_table(summaries: list[dict], size: int = TABLE_SIZE) -> str:
-    """Per CPU, one thread, `size` fills: GB/s of the slow path, template, streaming and the
-    learning auto, and template and streaming against the slow path."""
-    blocks = []
-    for summary in summaries:
-        idx = bench_results.rows_by_case(summary, "")
-        rows = []
-        for layout in sorted({r["layout"] for r in summary["rows"]}):
-            for dest in ("cold", "warm", "walked", "readback"):
-                got: dict[str, dict | None] = {s: idx.get((s, layout, dest, size, 1))
-                                               for s in bench_results.TABLE_STRATEGIES}
-                slow, template, streaming, auto = (case["median"] if case else None for case in got.values())
-                if not (template and streaming):
-                    continue
-                ratio = (lambda v: f"{v / slow:.2f}x" if v and slow else "-")
-                rows.append([f"{layout} {dest}", *(f"{v:.1f}" if v else "-" for v in (slow, template,
-                                                                                      streaming, auto)),
-                             ratio(template), ratio(streaming)])
-        if not rows:
-            continue
-        head = ["1 thread", "slow", "template", "streaming", "auto", "tmpl/slow", "strm/slow"]
-        title = f"{bench_results.label(summary)}, {summary['date'][:10]} ({provenance(summary)}):"
-        blocks.append(fill(title) + "\n" + tables.render_table(head, rows))
-    if not blocks:
-        return "(no CPU in bench/results/ has a run at this size)"
-    return (f"GB/s of struct pages written, {units.format_size(size)} of memmap, median of the run;\n"
-            "o0: order-0 pages, o9: 2 MiB compound pages; cold, just zeroed (warm), just\n"
-            "zeroed and walked once after the init (walked), or each chunk read back\n"
-            "right after its init (readback):\n\n" + "\n\n".join(blocks))
 
 
 def how_tested(linux: Linux = kernels.DEFAULT) -> str:
@@ -120,8 +41,8 @@ def how_tested(linux: Linux = kernels.DEFAULT) -> str:
         f"booted again with preempt={linux.other_preempt}.",
         f"{'Every CI run' if linux.ci_kunit else 'Before a submission'}: KUnit through kunit.py "
         f"on {targets[True]}." + (f" By hand: {'; '.join(by_hand)}." if by_hand else ""),
-        "Every CI run: struct pages hashed after fsdax map=dev rebinds in every mode (slow, "
-        "template, streaming) and compared (before a submission under "
+        "Every CI run: struct pages hashed after fsdax map=dev rebinds in every mode (the "
+        "default, and slow, template and streaming forced) and compared (before a submission under "
         f"preempt={linux.other_preempt} too, and with the RFCs on two threads and in auto).",
     ]
     if "soak" in linux.long_guests:
@@ -140,35 +61,6 @@ def fill(text: str, initial_indent: str = "", subsequent_indent: str = "") -> st
                          subsequent_indent=subsequent_indent)
 
 
-def series_intro(doc: str, linux: Linux) -> str:
-    """What `linux`'s series does: the first paragraphs (with their lists) of its section."""
-    section, paragraphs = INTRO_SECTIONS[linux.version]
-    return intro(doc if not section else "\n" + doc_section(doc, section), paragraphs)
-
-
-def blurb(linux: Linux, source_version: str) -> str:
-    doc = SERIES_DOC.read_text()
-    upstream = source_version.split("-")[0]
-    questions = rewrap(doc_section(doc, "Open questions"))
-    if linux.version in OWN_QUESTIONS:
-        questions += "\n" + rewrap(doc_section(doc, OWN_QUESTIONS[linux.version]))
-    parts = [
-        rewrap(series_intro(doc, linux)),
-        "Why\n---\n\n" + rewrap(doc_section(doc, "Why")),
-        "Measured\n--------\n\n" + fill(
-            "A userspace benchmark replays the kernel's memmap writes on the real CPU (the slow "
-            "path's per-PFN sequence included); our guests run under QEMU's TCG, so their timings "
-            "are functional only and are not quoted.")
-        + "\n\n" + bench_table(bench_results.load_all()),
-        "How it is tested\n----------------\n\n" + how_tested(linux),
-        "Open questions\n--------------\n\n" + questions,
-        fill(f"The base is Debian's {linux.source_package} {source_version} (upstream v{upstream} "
-             "with Debian's patches), unpacked and committed as is; the base-commit below is "
-             "that commit, the same on every machine with this package."),
-    ]
-    return "\n\n".join(parts) + "\n"
-
-
 def part_cover(folder: Path) -> tuple[str, str]:
     """The cover letter of a part mailed apart (an RFC, a topic): its folder's `cover`, whose
     first line is the subject and the rest the text."""
@@ -178,3 +70,13 @@ def part_cover(folder: Path) -> tuple[str, str]:
                            "(first line the subject, then the text)")
     subject, _, text = cover.read_text().partition("\n")
     return subject.strip(), text.strip() + "\n"
+
+
+def core_cover(linux: Linux) -> tuple[str, str]:
+    """The core's cover letter: patches/VERSION/core/cover with RULE_TABLE replaced by the
+    rules' table over every recorded run, then how the series is tested."""
+    subject, text = part_cover(linux.patches / parts.CORE)
+    if RULE_TABLE in text:
+        text = text.replace(RULE_TABLE, stream_rules.cover_table(recorded_runs.recorded_runs(),
+                                                                 auto_replay.Policy()))
+    return subject, text + "\nHow it is tested\n----------------\n\n" + how_tested(linux) + "\n"

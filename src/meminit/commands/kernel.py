@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from meminit.core import kernels, paths
-from meminit.kernel import build, checks, mail, parts, source
+from meminit.kernel import build, checks, mail, parts, series_size, source
 from meminit.commands import options
 from meminit.commands import cover_letter
 from meminit.core.errors import MeminitError
@@ -93,7 +93,7 @@ def export_mail(out_dir: Path, sender: str, subject_prefix: str | None = None,
         raise MeminitError(f"{stale}: its hash is no base-commit anyone can recreate. Export your "
                            f"work, then `rm -rf {tree} && meminit tree --linux {linux.version}`")
     if part.kind == parts.CORE:
-        subject, blurb = cover_letter.SUBJECTS[linux.version], cover_letter.blurb(linux, source.source_version(linux))
+        subject, blurb = cover_letter.core_cover(linux)
     else:
         subject, blurb = cover_letter.part_cover(linux.patches / part.name)
     prefix = subject_prefix or ("RFC PATCH" if part.kind == "rfc" else linux.mail_prefix)
@@ -154,6 +154,12 @@ def _register_build(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_check_series(args: argparse.Namespace) -> int:
+    if args.size:
+        linux = options.linux_from(args)
+        for part, patches in parts.read_stack(linux.patches, linux.rfcs):
+            print(series_size.report(part.name, series_size.part_size(patches),
+                                     series_size.CORE_LIMIT if part.name == parts.CORE else None))
+        return 0
     if args.checkpatch_only:
         checks.checkpatch_parts(options.linux_from(args))
         return 0
@@ -169,9 +175,13 @@ def _register_checks(sub: argparse._SubParsersAction) -> None:
                    help="per prefix compile only the files the series touched so far (W=1) and "
                         "build only the last prefix fully: what CI runs; the default builds "
                         "every prefix fully, for before a submission")
+    p.add_argument("--size", action="store_true",
+                   help="only count the lines of kernel code each patch of each part adds (no blank "
+                        "lines, comments, tests): the core's budget (kernel/series_size.py)")
     p.add_argument("--checkpatch-only", action="store_true",
-                   help="only checkpatch --strict every patch of the stack (with --rfc: the RFC parts' "
-                        "too), without applying it to the tree or building: what CI runs for the RFCs")
+                   help="only check that the stack applies (in a scratch worktree) and checkpatch "
+                        "--strict every patch of it (with --rfc: the RFC parts' too), without changing "
+                        "the tree or building: what CI runs for the RFCs")
     p.set_defaults(func=_cmd_check_series)
 
 

@@ -260,11 +260,9 @@ def tree_parts(tree: Path) -> list[str]:
     return list(dict.fromkeys(part for part, _, _ in recorded_parts(tree)))
 
 
-def apply_series(tree: Path, patches: list[Path], names: list[str] | None = None) -> None:
-    """The patches as commits on `base`, recorded with the part of each (`names`; by default
-    all of the core). They are applied in a scratch worktree and the tree then checked out at
-    the result, so that only files that differ from what it had are written: a switch of
-    RFC parts rebuilds what they touch, not every file the series touches."""
+def applied_in_scratch(tree: Path, patches: list[Path]) -> str:
+    """The commit the patches make on `base`, applied in a scratch worktree of the tree
+    (removed after): the tree's own checkout is left as it is."""
     scratch = tree.with_name(tree.name + ".applying")
     if scratch.exists():
         git(tree, "worktree", "remove", "--force", str(scratch), check=False)
@@ -283,6 +281,15 @@ def apply_series(tree: Path, patches: list[Path], names: list[str] | None = None
         tip = git(scratch, "rev-parse", "HEAD").strip()
     finally:
         git(tree, "worktree", "remove", "--force", str(scratch), check=False)
+    return tip
+
+
+def apply_series(tree: Path, patches: list[Path], names: list[str] | None = None) -> None:
+    """The patches as commits on `base`, recorded with the part of each (`names`; by default
+    all of the core). They are applied in a scratch worktree and the tree then checked out at
+    the result, so that only files that differ from what it had are written: a switch of
+    RFC parts rebuilds what they touch, not every file the series touches."""
+    tip = applied_in_scratch(tree, patches)
     git(tree, "checkout", "-q", "-f", "-B", BRANCH, tip)
     _record_applied(tree)
     _record_parts(tree, names or [parts.CORE] * len(patches))
@@ -356,6 +363,13 @@ def export_series(tree: Path = kernels.DEFAULT.tree, patch_root: Path = kernels.
     carried whose commits are all gone is emptied; parts it does not carry are left as they are."""
     if git(tree, "status", "--porcelain", "--untracked-files=no").strip():
         raise MeminitError(f"{tree} has uncommitted changes: commit them before exporting")
+    # Debian's .gitignore ignores every new file, so `git add` skips a new source file
+    # silently and the tree still builds with it: no file may sit outside the commits
+    untracked = git(tree, "ls-files", "--others").split()
+    if untracked:
+        raise MeminitError(f"{tree} has files no commit holds ({', '.join(untracked[:5])}"
+                           f"{' ...' if len(untracked) > 5 else ''}): `git add -f` and commit the new "
+                           "ones (Debian's .gitignore hides them from `git add`), delete the rest")
     order = [p.name for p in parts.read_parts(patch_root)]
     recorded = recorded_parts(tree, patch_root)
     commits, ids = _tree_commits(tree)

@@ -14,7 +14,7 @@ from meminit.kernel import memmap_log
 from meminit.core.errors import MeminitError
 from meminit.scenarios import memmap as memmap_scenarios
 
-MODES = ("slow", "template", "streaming", "auto")  # the series' memmap_init_mode values
+MODES = ("slow", "template", "streaming", "auto")  # the modes the test-only switch forces, after "default"
 THREAD_SETTINGS = (2, 1, 0)  # two threads, one, the kernel's automatic choice
 FAULT_KINDS = ("failslab", "fail_page_alloc")
 FAULT_EVERY = 3
@@ -100,7 +100,7 @@ mountpoint -q $D || mount -t debugfs debugfs $D
 echo 'file mm/mm_init.c +p' > $D/dynamic_debug/control
 [ -e {memmap_log.MODE_FILE} ] || {{ echo "kernel has no {memmap_log.MODE_FILE}" >&2; exit 4; }}
 [ -e {memmap_log.HASH_FILE} ] || {{ echo "kernel has no {memmap_log.HASH_FILE}" >&2; exit 4; }}
-[ "$(tr -d '[]' < {memmap_log.MODE_FILE})" = "{' '.join(MODES)}" ] || {{
+[ "$(tr -d '[]' < {memmap_log.MODE_FILE})" = "default {' '.join(MODES)}" ] || {{
     echo "kernel modes $(cat {memmap_log.MODE_FILE}), soak plans for {' '.join(MODES)}" >&2; exit 4; }}
 # the plan, indexed by cycle (1..{cycles})
 plan_mode=({modes})
