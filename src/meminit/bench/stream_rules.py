@@ -198,6 +198,7 @@ class Verdict:
 
 # the VMs' CPUs by family and model, as README.md and bench/RESULTS.md name them
 CPU_NAMES = {(23, 1): "Zen 1", (25, 1): "Zen 3", (25, 17): "Zen 4", (26, 2): "Zen 5"}
+NOT_RECORDED = " (family not recorded)"  # cpu_label's mark of a run without family and model
 
 
 def cpu_label(cpu: str) -> str:
@@ -205,7 +206,7 @@ def cpu_label(cpu: str) -> str:
     the run did not record them."""
     found = re.search(r"family (\d+) model (\d+)", cpu)
     if not found:
-        return f"{cpu} (family not recorded)"
+        return f"{cpu}{NOT_RECORDED}"
     family, model = int(found[1]), int(found[2])
     name = CPU_NAMES.get((family, model)) or ("Xeon" if "Xeon" in cpu else cpu.split(" family")[0])
     return f"{name} f{family}m{model}"
@@ -307,7 +308,7 @@ def cover_table(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Polic
     def cell(v: Verdict) -> str:
         return f"{min(v.totals):.2f}" + ("b" if v.bound_misses else "") + ("c" if v.caller_misses else "")
 
-    rows = [[f"{cpu.replace(' (family not recorded)', ', unrecorded')} ({len(verdicts[cpu][TEMPLATE].totals)})",
+    rows = [[f"{cpu.replace(NOT_RECORDED, ', unrecorded')} ({len(verdicts[cpu][TEMPLATE].totals)})",
              *(cell(verdicts[cpu][r]) for r in COVER_RULES)]
             for cpu in sorted(verdicts)]
     return render_table(["CPU (runs)", "template", "stream", "altmap only", "this series", "auto"], rows) + "\n"

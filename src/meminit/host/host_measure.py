@@ -281,7 +281,7 @@ def rebind(device: Device, kernel: KernelModes, variants: list[str], rebinds: in
 
     def bind(phase: str, variant: str, iteration: int) -> None:
         interrupts.check()
-        if phase == "rebind" and files.mode.exists():
+        if phase == "rebind" and kernel.series:  # a base kernel runs only "default"
             _write(files.mode, variant)
         if binding.bound:
             users = in_use()
