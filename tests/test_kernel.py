@@ -54,11 +54,13 @@ class SeriesBoot:
 
 def boot_with_rebinds(kernel: build.Kernel, run_dir: Path, accel: str, name: str,
                       rebinds: int, append: list[str]) -> SeriesBoot:
-    """Boot `kernel` (KUnit runs at boot) and rebind a small fsdax namespace `rebinds`
-    times per mode, with one 1 GiB page reserved for folio_zero_user's gigantic case."""
+    """Boot `kernel` (the built-in KUnit suites run at boot), load its KUnit modules, and
+    rebind a small fsdax namespace `rebinds` times per mode, with one 1 GiB page reserved
+    for folio_zero_user's gigantic case. The modules load first: the rebinds leave the
+    test-only mode switch forced, and zone_device_memmap checks the mode the kernel picks."""
     memory, memmap_param = vm.pmem_layout(PMEM, None)
     script = run_dir / "guest.sh"
-    script.write_text(memmap.guest_script(memmap.BY_NAME["fsdax-mapdev"], ["all"], rebinds)
+    script.write_text(ktap.LOAD_KUNIT_MODULES + memmap.guest_script(memmap.BY_NAME["fsdax-mapdev"], ["all"], rebinds)
                       + "uname -r > uname.txt\n"
                       + "cat /sys/bus/nd/devices/namespace0.0/numa_node > pmem-node.txt\n")
     memory += HUGETLB_1G_POOL * units.GIB

@@ -40,6 +40,28 @@ def test_kunit_parse_all_passing(kernel_trees):
     assert result.ok and result.suites() == {"alpha"}
 
 
+MODULE_LOG = """\
+[   30.000000] KTAP version 1
+[   30.000001] 1..1
+[   30.000002]     KTAP version 1
+[   30.000003]     # Subtest: gamma
+[   30.000004]     # module: gamma_kunit
+[   30.000005]     1..1
+[   30.000006]     not ok 1 gamma_only
+[   30.000007] not ok 1 gamma
+"""
+
+
+def test_kunit_parse_reads_the_document_of_each_module_loaded_after_boot(kernel_trees):
+    # kunit.py parse alone reads the boot's document and drops the module's
+    log = LOG.replace("[    2.000000] reboot: Power down\n", MODULE_LOG + "[   40.000000] reboot: Power down\n")
+    assert [d.count("KTAP version") for d in ktap.documents(log)] == [3, 2]
+    result = ktap.parse(log, kernel_trees.series)
+    assert result.suites() == {"alpha", "beta", "gamma"}
+    assert ("gamma", "gamma_only") in [(c.suite, c.name) for c in result.failed()]
+    assert ktap.documents(LOG) == [LOG]
+
+
 def case(suite: str, name: str, status: str) -> ktap.KunitCase:
     return ktap.KunitCase(suite=suite, name=name, status=status)
 

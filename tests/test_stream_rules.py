@@ -130,7 +130,7 @@ KERNEL_RULE = ("+\tif (pgmap_altmap(pgmap))\n"
                "+\t\treturn MEMMAP_INIT_STREAMING;\n"
                "+\twritten = nr_pages / pgmap_vmemmap_nr(pgmap) *\n"
                "+\t\t  compound_nr_pages(start_pfn, NULL, pgmap);\n"
-               "+\tif (written >= MEMMAP_STREAM_MIN_BYTES / sizeof(struct page))\n"
+               "+\tif (written * sizeof(struct page) >= MEMMAP_STREAM_MIN_BYTES)\n"
                "+\t\treturn MEMMAP_INIT_STREAMING;\n"
                "+\treturn MEMMAP_INIT_TEMPLATE;\n")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import tempfile
 from collections.abc import Iterable
@@ -14,6 +15,16 @@ from meminit.core.errors import MeminitError
 from meminit.core.kernels import Linux
 
 REQUIRED_SUITES_FILE = paths.CONFIG_DIR / "kunit-suites.txt"
+# The start of a top-level KTAP document (a suite's own is indented): one at boot for the
+# built-in suites, one per KUnit module loaded later. kunit.py parse reads the first only.
+DOCUMENT_START = re.compile(r"^(?:\[\s*\d+\.\d+\] )?KTAP version \d+\r?$", re.M)
+# Guest shell: load every KUnit module the kernel built (modules.order names them); each
+# runs its suites as it loads and prints its own KTAP document to the console. A module
+# that does not load is said on the console, and its suites then did not run.
+LOAD_KUNIT_MODULES = (
+    "for m in $(sed -n 's|.*/\\([^/]*kunit[^/]*\\)\\.k\\?o$|\\1|p' /lib/modules/$(uname -r)/modules.order); do\n"
+    "    modprobe \"$m\" || echo \"meminit: modprobe $m failed\"\n"
+    "done\n")
 
 
 @dataclass(frozen=True)
@@ -77,11 +88,26 @@ def _walk(node: dict, suite: str, out: list[KunitCase]) -> None:
         _walk(sub, sub.get("name", suite), out)
 
 
+def documents(log_text: str) -> list[str]:
+    """The log cut before each top-level KTAP document but the first (what precedes the
+    first stays with it)."""
+    starts = [m.start() for m in DOCUMENT_START.finditer(log_text)][1:]
+    bounds = [0, *starts, len(log_text)]
+    return [log_text[a:b] for a, b in zip(bounds, bounds[1:])]
+
+
 def parse(log_text: str, kernel_src: Path) -> KunitReport:
-    """Run `kunit.py parse --json` on a kernel log; kunit.py finds the KTAP lines itself."""
+    """Run `kunit.py parse --json` on each KTAP document of a kernel log (the boot's and
+    one per KUnit module loaded); kunit.py finds the KTAP lines itself."""
     tool = kernel_src / "tools/testing/kunit/kunit.py"
     if not tool.exists():
         raise MeminitError(f"{tool} not found: is {kernel_src} a kernel tree?")
+    reports = [_parse_document(text, tool) for text in documents(log_text)]
+    return KunitReport(ok=all(r.ok for r in reports), cases=[c for r in reports for c in r.cases],
+                       summary="\n".join(r.summary for r in reports))
+
+
+def _parse_document(log_text: str, tool: Path) -> KunitReport:
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "boot.log"
         js = Path(tmp) / "kunit.json"

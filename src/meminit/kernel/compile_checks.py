@@ -1,10 +1,11 @@
 """check-configs' compile targets: the directories the series touches, compiled with W=1.
 
 Nothing boots: each target configures a tree of the series (Debian's own amd64 config,
-allnoconfig plus ZONE_DEVICE, allmodconfig with its sanitisers, riscv64's defconfig,
-x86-64's defconfig with KMSAN and clang), compiles the touched directories with W=1, fails
-on an error or on a warning in a line the series adds, and says which touched files each
-config compiles. Each kernel has its own targets: Debian's config comes from the kernel's
+and that config with KUnit as modules but without the core's suite, allnoconfig plus
+ZONE_DEVICE, allmodconfig with its sanitisers, riscv64's defconfig, x86-64's defconfig with
+KMSAN and clang), compiles the touched directories with W=1, fails on an error or on a
+warning in a line the series adds (and, where the suite is off, on a KUnit hook of the core
+left in an object: kunit_hooks.py), and says which touched files each config compiles. Each kernel has its own targets: Debian's config comes from the kernel's
 own linux-config package (6.12's from the machine's apt sources, 7.3's fetched privately
 from trixie-backports like its source), and KMSAN's clang is the one the kernel accepts.
 """
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from meminit.core import deps, kernels, paths, tables
-from meminit.kernel import build, checks, kconfig, source
+from meminit.kernel import build, checks, kconfig, kunit_hooks, parts, source
 from meminit.core.errors import MeminitError
 from meminit.core.kernels import Linux
 
@@ -69,6 +70,8 @@ class CompileTarget:
     llvm: str = ""  # clang and LLVM's tools instead of gcc: make's LLVM= version suffix, e.g. "-16"
     packages: dict[str, str] = field(default_factory=dict)
     linux: Linux = kernels.LTS
+    # the config has KUnit but not the core's suite: no object may keep the core's KUnit hooks
+    hooks_hidden: bool = False
 
     @property
     def compiler(self) -> str:
@@ -95,6 +98,7 @@ def _llvm(version: int) -> dict[str, str]:
 def _targets(linux: Linux, llvm: int) -> dict[str, CompileTarget]:
     return {
         "debian-amd64": CompileTarget("debian-amd64", "x86_64", "debian", linux=linux),
+        "debian-kunit-off": CompileTarget("debian-kunit-off", "x86_64", "debian", linux=linux, hooks_hidden=True),
         "allnoconfig-zone-device": CompileTarget("allnoconfig-zone-device", "x86_64", "allnoconfig", linux=linux),
         "allmodconfig": CompileTarget("allmodconfig", "x86_64", "allmodconfig", linux=linux),
         "riscv64": CompileTarget("riscv64", "riscv", "defconfig", cross_compile="riscv64-linux-gnu-",
@@ -182,6 +186,9 @@ def compile_target(target: CompileTarget, tree: Path, jobs: int) -> CompileResul
                    f"{target.name}: W=1 compile")
     warnings = checks.new_warnings(log.read_text(errors="replace"), checks.added_lines(tree, rev_range))
     compiled = [o for o in objects if (target.build_dir / o).exists()]
+    if target.hooks_hidden:
+        hooks = kunit_hooks.core_hooks(parts.read_series(target.linux.patches / parts.CORE))
+        warnings += kunit_hooks.hidden_problems(target.build_dir, compiled, hooks)
     return CompileResult(target.name, compiled, [o for o in objects if o not in compiled],
                          [f"{target.name}: {w}" for w in warnings], time.monotonic() - start)
 
