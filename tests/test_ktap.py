@@ -1,5 +1,7 @@
 """KTAP parsing goes through the kernel's own kunit.py (needs the unpacked tree)."""
 
+import pytest
+
 from meminit.guest import ktap
 
 LOG = """\
@@ -60,6 +62,32 @@ def test_kunit_parse_reads_the_document_of_each_module_loaded_after_boot(kernel_
     assert result.suites() == {"alpha", "beta", "gamma"}
     assert ("gamma", "gamma_only") in [(c.suite, c.name) for c in result.failed()]
     assert ktap.documents(LOG) == [LOG]
+
+
+PARAM_LOG = """\
+[    1.000000] KTAP version 1
+[    1.000001] 1..1
+[    1.000002]     KTAP version 1
+[    1.000003]     # Subtest: delta
+[    1.000004]     1..2
+[    1.000005]         KTAP version 1
+[    1.000006]         # Subtest: delta_params
+[    1.000007]         ok 1 first
+[    1.000008]         {second} 2 second{skip}
+[    1.000009]     {overall} 1 delta_params
+[    1.000010]     ok 2 delta_plain
+[    1.000011] {overall} 1 delta
+"""
+
+
+@pytest.mark.parametrize("second, skip, overall, status", [
+    ("ok", "", "ok", "PASS"), ("not ok", "", "not ok", "FAIL"), ("ok", " # SKIP no device", "ok", "SKIP")])
+def test_a_parameterised_case_counts_as_a_case_of_its_suite(kernel_trees, second, skip, overall, status):
+    # kunit.py's JSON lists the parameters as a group of their own, with no status
+    log = PARAM_LOG.format(second=second, skip=skip, overall=overall)
+    cases = {(c.suite, c.name): c.status for c in ktap.parse(log, kernel_trees.series).cases}
+    assert cases[("delta", "delta_params")] == status
+    assert cases[("delta_params", "first")] == "PASS" and cases[("delta", "delta_plain")] == "PASS"
 
 
 def case(suite: str, name: str, status: str) -> ktap.KunitCase:

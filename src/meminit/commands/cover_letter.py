@@ -37,7 +37,8 @@ def how_tested(linux: Linux = kernels.DEFAULT) -> str:
         "checkpatch --strict clean. By hand: every prefix builds in full, the RFCs' too.",
         f"Every CI run: KUnit ({', '.join(suites)}) booted in QEMU on a debug kernel: DEBUG_VM, "
         "PROVE_LOCKING, PREEMPT full, DEBUG_PAGE_REF, 2 NUMA nodes with the pmem on the node "
-        "without CPUs; a fast-path case that skips there fails the run. Before a submission: "
+        "without CPUs, zone_device_memmap loaded as a module; a fast-path case that skips there "
+        "fails the run. Before a submission: "
         f"booted again with preempt={linux.other_preempt}.",
         f"{'Every CI run' if linux.ci_kunit else 'Before a submission'}: KUnit through kunit.py "
         f"on {targets[True]}." + (f" By hand: {'; '.join(by_hand)}." if by_hand else ""),

@@ -81,11 +81,26 @@ def gate(report: KunitReport, suites: Iterable[str], *, must_pass: Iterable[str]
     return problems
 
 
-def _walk(node: dict, suite: str, out: list[KunitCase]) -> None:
+def _overall(statuses: set[str]) -> str:
+    """A parameterised case's status from its parameters' (kunit.py's JSON gives a group
+    none): failed or crashed if one did, skipped if one was (or none ran), else passed."""
+    for status in ("FAIL", "ERROR", "SKIP"):
+        if status in statuses or (status == "SKIP" and not statuses):
+            return status
+    return "PASS"
+
+
+def _walk(node: dict, suite: str, out: list[KunitCase], depth: int = 0) -> None:
+    """The cases under a kunit.py JSON group: the root's groups are suites, a suite's groups
+    are parameterised cases, each listed by its parameters and then as a case of its suite."""
     for case in node.get("test_cases", []):
         out.append(KunitCase(suite=suite, name=case["name"], status=case["status"]))
     for sub in node.get("sub_groups", []):
-        _walk(sub, sub.get("name", suite), out)
+        name = sub.get("name", suite)
+        first = len(out)
+        _walk(sub, name, out, depth + 1)
+        if depth:
+            out.append(KunitCase(suite=suite, name=name, status=_overall({c.status for c in out[first:]})))
 
 
 def documents(log_text: str) -> list[str]:
