@@ -114,7 +114,8 @@ def check(linux: Linux, injections: list[Injection], guest: vm.GuestRequest, job
                                f"{applied.stderr.strip()}")
         build.build(kernel, jobs)
         accel = accel or vm.resolve_accel(guest.accel, kernel.image, run_dir, kernel.variant)
-        spec = vm.BootSpec(image=kernel.image, kernel=kernel.variant, name=injection.name, script=ktap.LOAD_KUNIT_MODULES,
+        spec = vm.BootSpec(image=kernel.image, kernel=kernel.variant, name=injection.name,
+                           script=ktap.LOAD_KUNIT_MODULES,
                            memory_bytes=guest.memory or vm.DEFAULT_MEMORY, cpus=guest.cpus,
                            append=[f"kunit.filter_glob={injection.filter_glob}", *guest.append],
                            timeout_s=guest.timeout or vm.DEFAULT_TIMEOUT_S)

@@ -84,10 +84,9 @@ def gate(report: KunitReport, suites: Iterable[str], *, must_pass: Iterable[str]
 def _overall(statuses: set[str]) -> str:
     """A parameterised case's status from its parameters' (kunit.py's JSON gives a group
     none): failed or crashed if one did, skipped if one was (or none ran), else passed."""
-    for status in ("FAIL", "ERROR", "SKIP"):
-        if status in statuses or (status == "SKIP" and not statuses):
-            return status
-    return "PASS"
+    if "FAIL" in statuses or "ERROR" in statuses:
+        return "FAIL" if "FAIL" in statuses else "ERROR"
+    return "SKIP" if "SKIP" in statuses or not statuses else "PASS"
 
 
 def _walk(node: dict, suite: str, out: list[KunitCase], depth: int = 0) -> None:

@@ -5,8 +5,9 @@ and that config with KUnit as modules but without the core's suite, allnoconfig 
 ZONE_DEVICE, allmodconfig with its sanitisers, riscv64's defconfig, x86-64's defconfig with
 KMSAN and clang), compiles the touched directories with W=1, fails on an error or on a
 warning in a line the series adds (and, where the suite is off, on a KUnit hook of the core
-left in an object: kunit_hooks.py), and says which touched files each config compiles. Each kernel has its own targets: Debian's config comes from the kernel's
-own linux-config package (6.12's from the machine's apt sources, 7.3's fetched privately
+left in an object: kunit_hooks.py), and says which touched files each config compiles.
+Each kernel has its own targets: Debian's config comes from the kernel's own linux-config
+package (6.12's from the machine's apt sources, 7.3's fetched privately
 from trixie-backports like its source), and KMSAN's clang is the one the kernel accepts.
 """
 
