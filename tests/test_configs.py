@@ -14,7 +14,7 @@ def test_the_default_group_is_per_kernel_the_target_that_shows_the_most():
     assert configs.groups(kernels.LTS)["kunit"] == ["arm64"]
     assert configs.groups(kernels.MAINLINE)["kunit"] == ["arm64"]
     assert all(t.must_say == configs.POINTER_ENCODING for n, t in configs.MAINLINE_TARGETS.items() if t.in_kunit_group)
-    assert len(configs.groups(kernels.MAINLINE)["all"]) == (len(configs.MAINLINE_TARGETS)
+    assert len(configs.groups(kernels.MAINLINE)["all"]) == (len(configs.MAINLINE_TARGETS) + 1  # x86_64-modules
                                                            + len(compile_checks.MAINLINE_COMPILE_TARGETS))
 
 
@@ -23,7 +23,8 @@ def test_groups_expand_and_the_default_is_the_kunit_targets():
     assert configs.expand_targets([]) == grouped and "x86_64-kasan" not in grouped
     assert configs.expand_targets(["compile"]) == list(compile_checks.COMPILE_TARGETS)
     assert configs.expand_targets(["um", "all"])[0] == "um"
-    assert len(configs.expand_targets(["all", "um"])) == len(configs.TARGETS) + len(compile_checks.COMPILE_TARGETS)
+    assert len(configs.expand_targets(["all", "um"])) == len(configs.TARGETS) + 1 + len(compile_checks.COMPILE_TARGETS)
+    assert "x86_64-modules" in configs.expand_targets(["all"]) and "x86_64-modules" not in grouped
 
 
 def test_every_compile_fragment_belongs_to_a_target():

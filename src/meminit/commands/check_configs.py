@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from meminit.core import kernels
-from meminit.guest import configs
+from meminit.guest import configs, kunit_modules
 from meminit.kernel import compile_checks
 from meminit.commands import options
 
@@ -25,7 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("targets", nargs="*", metavar="TARGET",
                    help=f"KUnit: {', '.join(configs.TARGETS)} (group 'kunit', the default: "
                         f"{', '.join(configs.groups()['kunit'])}; 7.3: "
-                        f"{', '.join(configs.groups(kernels.MAINLINE)['kunit'])}); compile only: "
+                        f"{', '.join(configs.groups(kernels.MAINLINE)['kunit'])}); "
+                        f"{kunit_modules.NAME} (a KUNIT=m kernel, the core's suites loaded as modules); compile only: "
                         f"{', '.join(compile_checks.COMPILE_TARGETS)} (group 'compile'); 'all' for both")
     p.add_argument("-j", "--jobs", type=options.integer(), help="parallel jobs (default: number of CPUs)")
     options.add_linux_option(p)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from meminit.core import deps, kernels, paths, proc
-from meminit.guest import ktap, vm
+from meminit.guest import kunit_modules, ktap, vm
 from meminit.kernel import build, compile_checks, source
 from meminit.core.errors import MeminitError
 from meminit.core.kernels import Linux
@@ -203,10 +203,11 @@ def check(target: KunitTarget, report: ktap.KunitReport, log_text: str = "") -> 
 def check_configs(names: list[str], jobs: int | None = None, linux: Linux = kernels.LTS) -> None:
     targets = TARGETS_BY_KERNEL[linux.version]
     compile_targets = compile_checks.COMPILE_TARGETS_BY_KERNEL[linux.version]
-    unknown = [n for n in names if n not in targets and n not in compile_targets]
+    known = [*targets, kunit_modules.NAME, *compile_targets]
+    unknown = [n for n in names if n not in known]
     if unknown:
         raise MeminitError(f"unknown target {', '.join(unknown)} on Linux {linux.version}: choose "
-                           f"from {', '.join([*targets, *compile_targets])}")
+                           f"from {', '.join(known)}")
     tree = source.prepare_trees(linux).series
     jobs = jobs or os.cpu_count() or 1
     problems: list[str] = []
@@ -229,6 +230,8 @@ def check_configs(names: list[str], jobs: int | None = None, linux: Linux = kern
               f"{len(report.failed())} failed, {len(skipped)} skipped"
               + (f" ({', '.join(skipped)})" if skipped else ""))
         problems += check(target, report, target.log.read_text(errors="replace"))
+    if kunit_modules.NAME in names:
+        problems += kunit_modules.run(linux, tree, jobs)
     if problems:
         raise MeminitError("check-configs failed:\n  " + "\n  ".join(problems))
 
@@ -237,7 +240,7 @@ def groups(linux: Linux = kernels.LTS) -> dict[str, list[str]]:
     targets = TARGETS_BY_KERNEL[linux.version]
     compile_targets = compile_checks.COMPILE_TARGETS_BY_KERNEL[linux.version]
     return {"kunit": [n for n, t in targets.items() if t.in_kunit_group], "compile": list(compile_targets),
-            "all": [*targets, *compile_targets]}
+            "all": [*targets, kunit_modules.NAME, *compile_targets]}
 
 
 def expand_targets(names: list[str], linux: Linux = kernels.LTS) -> list[str]:

@@ -18,11 +18,13 @@ REQUIRED_SUITES_FILE = paths.CONFIG_DIR / "kunit-suites.txt"
 # The start of a top-level KTAP document (a suite's own is indented): one at boot for the
 # built-in suites, one per KUnit module loaded later. kunit.py parse reads the first only.
 DOCUMENT_START = re.compile(r"^(?:\[\s*\d+\.\d+\] )?KTAP version \d+\r?$", re.M)
-# Guest shell: load every KUnit module the kernel built (modules.order names them); each
-# runs its suites as it loads and prints its own KTAP document to the console. A module
-# that does not load is said on the console, and its suites then did not run.
+# Guest shell: load every KUnit module the kernel built (modules.order names them: a test
+# module is named *kunit*, or, as list-test, depends on kunit.ko where KUnit is a module);
+# each runs its suites as it loads and prints its own KTAP document to the console. A
+# module that does not load is said on the console, and its suites then did not run.
 LOAD_KUNIT_MODULES = (
-    "for m in $(sed -n 's|.*/\\([^/]*kunit[^/]*\\)\\.k\\?o$|\\1|p' /lib/modules/$(uname -r)/modules.order); do\n"
+    "for m in $(sed -n 's|.*/\\([^/]*\\)\\.k\\?o$|\\1|p' /lib/modules/$(uname -r)/modules.order); do\n"
+    "    case \"$m\" in *kunit*) ;; *) modinfo -F depends \"$m\" | grep -qw kunit || continue ;; esac\n"
     "    modprobe \"$m\" || echo \"meminit: modprobe $m failed\"\n"
     "done\n")
 

@@ -14,6 +14,7 @@ from meminit.core.kernels import Linux
 COMMON_FRAGMENT = paths.CONFIG_DIR / "meminit.config"
 SERIES_FRAGMENT = paths.CONFIG_DIR / "series.config"
 DEBUG_FRAGMENT = paths.CONFIG_DIR / "debug.config"
+KUNIT_MODULES_FRAGMENT = paths.CONFIG_DIR / "kunit-modules.config"
 
 _LINE = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$")
 _UNSET = re.compile(r"^# (CONFIG_[A-Za-z0-9_]+) is not set$")
@@ -42,7 +43,8 @@ def dropped_options(wanted: dict[str, str], final: dict[str, str]) -> list[str]:
 
 
 def fragments_for(variant: str, linux: Linux = kernels.DEFAULT) -> list[Path]:
-    """base: meminit.config; series: + series.config; debug: the series + debug.config. Each
+    """base: meminit.config; series: + series.config; debug: the series + debug.config;
+    kunit-modules (check-configs x86_64-modules): debug + kunit-modules.config. Each
     shared fragment is followed by the kernel's own of the same name, if any
     (config/VERSION/NAME: what exists on one kernel only), which may override it."""
     if variant == "base":
@@ -51,6 +53,8 @@ def fragments_for(variant: str, linux: Linux = kernels.DEFAULT) -> list[Path]:
         shared = [COMMON_FRAGMENT, SERIES_FRAGMENT]
     elif variant == "debug":
         shared = [COMMON_FRAGMENT, SERIES_FRAGMENT, DEBUG_FRAGMENT]
+    elif variant == "kunit-modules":
+        shared = [COMMON_FRAGMENT, SERIES_FRAGMENT, DEBUG_FRAGMENT, KUNIT_MODULES_FRAGMENT]
     else:
         raise ValueError(f"unknown kernel variant {variant!r}")
     return [f for frag in shared for f in (frag, linux.own_config(frag.name)) if f.exists()]
