@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from meminit.bench import auto_replay, bench_results, recorded_runs, round_conditions, stream_rules
+from meminit.bench import auto_replay, bench_results, recorded_runs, round_conditions, stream_backends, stream_rules
 from meminit.commands import options
 
 
@@ -26,6 +26,9 @@ def _cmd_bench_results(args: argparse.Namespace) -> int:
         print(stream_rules.report(recorded_runs.recorded_runs([Path(r) for r in args.run]), auto_replay.Policy(),
                                   args.markdown), end="")
         return 0
+    if args.action == "backends":
+        print(stream_backends.report(recorded_runs.recorded_runs([Path(r) for r in args.run])))
+        return 0
     if args.action == "add":
         if len(args.run) != 1:
             args.usage_error("add needs RUN (one): a microbench run directory, or a table.txt")
@@ -37,14 +40,15 @@ def _cmd_bench_results(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench-results", help="per-CPU benchmark summaries (bench/results/) and their table")
-    p.add_argument("action", choices=("add", "table", "replay", "rounds", "rules"),
+    p.add_argument("action", choices=("add", "table", "replay", "rounds", "rules", "backends"),
                    help="add: summarise a microbench run into bench/results/; table: the table across CPUs; "
                    "replay: the learning auto over every recorded sweep (bench/results/, ../shared/measurements/); "
                    "rounds: what its logged rounds measured, by the mode the other chunks were written in; "
                    "rules: fixed streaming rules beside the learning auto, time-weighted, per CPU, and the "
-                   "simplest that meets the bars")
-    p.add_argument("run", nargs="*", help="add: a microbench run directory, or a table.txt; replay, rounds, rules: "
-                   "more runs (name them before the options)")
+                   "simplest that meets the bars; backends: MOVNTI (memcpy_flushcache()) against MOVNTDQ, "
+                   "time-weighted, per run that timed both")
+    p.add_argument("run", nargs="*", help="add: a microbench run directory, or a table.txt; replay, rounds, rules, "
+                   "backends: more runs (name them before the options)")
     p.add_argument("--source", help="add: where the run came from (default: its path)")
     p.add_argument("--cpu-model", help="add, for a table.txt: the CPU model string")
     cpu_number = options.as_text(options.integer(0))  # as /proc/cpuinfo and result.json have them
