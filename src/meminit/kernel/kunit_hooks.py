@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from meminit.core import proc
+from meminit.kernel import series_size
 
 SUITE_OPTION = "CONFIG_ZONE_DEVICE_MEMMAP_KUNIT_TEST"
 _EXPORT = re.compile(r"\bEXPORT_SYMBOL_IF_KUNIT\((\w+)\)")
@@ -34,14 +35,8 @@ class Hooks:
 
 def _added_c_lines(patch_text: str) -> list[str]:
     """The lines a patch adds to C files and headers, without their `+`."""
-    lines: list[str] = []
-    is_c = False
-    for line in patch_text.splitlines():
-        if line.startswith("diff --git "):
-            is_c = line.endswith((".c", ".h"))
-        elif is_c and line.startswith("+") and not line.startswith("+++"):
-            lines.append(line[1:])
-    return lines
+    return [line for path, sign, line in series_size.changed_lines(patch_text)
+            if sign == "+" and path.endswith((".c", ".h"))]
 
 
 def _guarded_blocks(lines: list[str]) -> list[str]:

@@ -10,6 +10,7 @@ _TEST) and MAINTAINERS are not code. Removed lines are counted apart.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,26 +96,30 @@ class _BuildState:
         return not re.search(r"_TEST\)?\s*[+:]?=", line)
 
 
-def patch_size(name: str, text: str) -> PatchSize:
-    """The code lines one patch adds and removes."""
-    added = removed = 0
-    kind: str | None = None
-    states: dict[str, _CState | _BuildState] = {}
+def changed_lines(text: str) -> Iterator[tuple[str, str, str]]:
+    """Each line a patch adds or removes: (the file's path after the patch, "+" or "-", the
+    line without its sign); the diff's own headers left out."""
+    path: str | None = None
     for line in text.splitlines():
         m = DIFF_FILE.match(line)
         if m:
-            kind = _kind(m.group(2))
-            states = {"+": _CState() if kind == "c" else _BuildState(),
-                      "-": _CState() if kind == "c" else _BuildState()}
-            continue
-        if kind is None or line.startswith(("+++", "---")) or line[:1] not in ("+", "-"):
-            continue
-        if states[line[0]].is_code(line[1:]):
-            if line[0] == "+":
-                added += 1
-            else:
-                removed += 1
-    return PatchSize(name, added, removed)
+            path = m.group(2)
+        elif path is not None and line[:1] in ("+", "-") and not line.startswith(("+++", "---")):
+            yield path, line[0], line[1:]
+
+
+def patch_size(name: str, text: str) -> PatchSize:
+    """The code lines one patch adds and removes."""
+    counts = {"+": 0, "-": 0}
+    current: str | None = None
+    states: dict[str, _CState | _BuildState] = {}
+    for path, sign, line in changed_lines(text):
+        if path != current:
+            current, kind = path, _kind(path)
+            states = {s: _CState() if kind == "c" else _BuildState() for s in "+-"} if kind else {}
+        if states and states[sign].is_code(line):
+            counts[sign] += 1
+    return PatchSize(name, counts["+"], counts["-"])
 
 
 def part_size(patches: list[Path]) -> list[PatchSize]:
