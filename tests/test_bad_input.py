@@ -96,8 +96,8 @@ TEXT = {
     "selftests": {"test"},
 }
 # --rfc, the RFC parts of the series to apply, on every command that takes a kernel
-for _command in ("tree", "export", "build", "check-series", "check-configs", "boot", "run", "test", "soak",
-                 "selftests"):
+for _command in ("tree", "export", "build", "check-series", "check-configs", "check-injections", "boot", "run",
+                 "test", "soak", "selftests"):
     TEXT.setdefault(_command, set()).add("--rfc")
 # Text options whose type reads them, and a value each must refuse likewise.
 BAD_TEXT = {("run", "--preempt"): ["lazy", ","], ("run", "--rfc"): [",", "a b", "../x"],

@@ -49,12 +49,36 @@ def test_an_injection_file_says_what_it_breaks_and_one_suite_it_fails(tmp_path):
         injections.of(kernels.MAINLINE, ("nope",))
 
 
-def test_the_injections_apply_to_the_default_stack(kernel_trees):
-    """Each committed injection applies to the series it breaks (git apply --check)."""
-    if kernel_trees.linux.rfcs:
-        pytest.skip(f"the tree carries {', '.join(kernel_trees.linux.rfcs)}: the injections are made for the "
-                    "default stack, which `meminit test` without --rfc checks")
+def test_the_injections_apply_to_their_stack(kernel_trees):
+    """Each committed injection made for the tree's stack (the default one, or the RFC parts
+    it carries) applies to it (git apply --check)."""
     for injection in injections.of(kernel_trees.linux):
         checked = proc.run(["git", "-C", str(kernel_trees.series), "apply", "--check", str(injection.path)],
                            check=False)
         assert checked.returncode == 0, (injection.name, checked.stderr)
+
+
+@pytest.mark.parametrize("version", sorted(kernels.KERNELS))
+def test_each_stack_has_its_own_injections_and_a_name_of_another_stack_is_refused(version):
+    """The RFCs' injections (a `Stack:` line) run with --rfc threads,auto only, the core's
+    without it; naming one on the wrong stack says which it needs."""
+    linux = kernels.get(version)
+    rfc = linux.with_rfcs(("threads", "auto"))
+    default, rfcs = injections.of(linux), injections.of(rfc)
+    assert default and rfcs and not {i.name for i in default} & {i.name for i in rfcs}
+    assert all(i.stack == () for i in default) and all(i.stack == ("threads", "auto") for i in rfcs)
+    assert {i.name for i in rfcs} >= {"threads-helper-writes-nothing", "auto-switch-margin-ignored"}
+    with pytest.raises(MeminitError, match=r"threads-flush-work \(--rfc threads,auto\)"):
+        injections.of(linux, ("threads-flush-work",))
+    with pytest.raises(MeminitError, match=r"template-heads-short \(the default stack\)"):
+        injections.of(rfc, ("template-heads-short",))
+    with pytest.raises(MeminitError, match="no injection of .* is made for --rfc threads"):
+        injections.of(linux.with_rfcs(("threads",)))
+
+
+def test_a_stack_line_names_the_rfc_parts(tmp_path):
+    path = tmp_path / "x.diff"
+    path.write_text("Injected bug: a thing\nExpect: s.a\nStack: threads, auto\n\ndiff --git a/f b/f\n")
+    assert injections.read(path).stack == ("threads", "auto")
+    path.write_text("Injected bug: a thing\nExpect: s.a\n\ndiff --git a/f b/f\n")
+    assert injections.read(path).stack == ()

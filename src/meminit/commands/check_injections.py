@@ -25,8 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check-injections",
                        help="apply each committed injected bug (tests/injections/VERSION/) to a scratch tree, "
                             "build and boot it, and expect its KUnit cases to fail")
-    p.add_argument("names", nargs="*", metavar="NAME", help="the injections to run (default: all of the kernel's)")
-    options.add_linux_option(p, rfc=False)
+    p.add_argument("names", nargs="*", metavar="NAME", help="the injections to run (default: all of the kernel's made for the stack: "
+                        "the default one, or with --rfc those of the RFC parts named)")
+    options.add_linux_option(p)
     options.add_guest_options(p, "accel", "memory", "timeout", timeout=1800)
     p.add_argument("-j", "--jobs", type=options.integer(), help="build jobs (default: CPUs)")
     p.set_defaults(func=_cmd_check_injections)

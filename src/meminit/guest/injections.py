@@ -5,10 +5,12 @@ it (its own build directory, so the test command's build stays as it is; ccache 
 first build cheap after the test command's) and booted with only the KUnit cases it names
 (kunit.filter_glob); it is caught when every case it names fails, or when the kernel it broke crashes or
 warns (DEBUG_VM, lockdep) on the way. A diff's first lines say what it breaks and what must
-fail:
+fail, and an RFC's the stack it is made for (`check-injections --rfc NAMES` runs those whose
+stack is NAMES; without it, the default stack's, which have no such line):
 
     Injected bug: <what it breaks>
     Expect: <suite>.<case>[,<suite>.<case> ...]   (one suite)
+    Stack: <rfc>[,<rfc> ...]                      (RFC parts applied besides the default stack)
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class Injection:
     path: Path
     what: str
     expect: tuple[str, ...]  # suite.case
+    stack: tuple[str, ...] = ()  # the RFC parts of the stack it is made for
 
     @property
     def suite(self) -> str:
@@ -46,7 +49,7 @@ class Injection:
 
 
 def read(path: Path) -> Injection:
-    """An injection file: its `Injected bug:` and `Expect:` lines, then a diff; one suite."""
+    """An injection file: its `Injected bug:`, `Expect:` and `Stack:` lines, then a diff; one suite."""
     text = path.read_text()
     what = re.search(r"^Injected bug: (.+)$", text, re.M)
     expect = re.search(r"^Expect: (.+)$", text, re.M)
@@ -55,16 +58,30 @@ def read(path: Path) -> Injection:
     cases = tuple(c.strip() for c in expect[1].split(",") if c.strip())
     if not cases or any("." not in c for c in cases) or len({c.split(".", 1)[0] for c in cases}) != 1:
         raise MeminitError(f"{path}: 'Expect:' names suite.case items of one suite, not {expect[1]!r}")
-    return Injection(path.stem, path, what[1].strip(), cases)
+    stack = re.search(r"^Stack: (.+)$", text, re.M)
+    return Injection(path.stem, path, what[1].strip(), cases,
+                     tuple(n.strip() for n in stack[1].split(",") if n.strip()) if stack else ())
+
+
+def _stack_text(rfcs: tuple[str, ...]) -> str:
+    return f"--rfc {','.join(rfcs)}" if rfcs else "the default stack"
 
 
 def of(linux: Linux = kernels.DEFAULT, names: tuple[str, ...] = ()) -> list[Injection]:
-    """The kernel's injections, all or those named."""
-    found = {p.stem: read(p) for p in sorted((INJECTIONS_DIR / linux.version).glob("*.diff"))}
-    unknown = [n for n in names if n not in found]
+    """The kernel's injections made for the stack it carries (linux.rfcs), all or those named."""
+    every = {p.stem: read(p) for p in sorted((INJECTIONS_DIR / linux.version).glob("*.diff"))}
+    found = {n: i for n, i in every.items() if i.stack == linux.rfcs}
+    unknown = [n for n in names if n not in every]
     if unknown:
         raise MeminitError(f"no injection {', '.join(unknown)} for {linux.version}: it has "
-                           f"{', '.join(found) or 'none'} (tests/injections/{linux.version}/)")
+                           f"{', '.join(every) or 'none'} (tests/injections/{linux.version}/)")
+    elsewhere = [f"{n} ({_stack_text(every[n].stack)})" for n in names if n not in found]
+    if elsewhere:
+        raise MeminitError(f"{', '.join(elsewhere)} made for another stack than {_stack_text(linux.rfcs)}: "
+                           "run it with that")
+    if not found:
+        raise MeminitError(f"no injection of {linux.version} is made for {_stack_text(linux.rfcs)}: "
+                           f"tests/injections/{linux.version}/ has {', '.join(every) or 'none'}")
     return [found[n] for n in names] if names else list(found.values())
 
 
