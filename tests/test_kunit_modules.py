@@ -47,3 +47,10 @@ def test_check_passes_only_kunit_m_with_each_suite_a_module_that_passed_every_ca
     # a skipped case means a fast path went untested
     skipped = _report(("memcpy_nontemporal", "short", "PASS"), ("zone_device_memmap", "zdm_default_mode", "SKIP"))
     assert kunit_modules.check(skipped, ALL_BUILT, config) == ["zone_device_memmap.zdm_default_mode SKIP"]
+
+
+def test_a_report_tallies_its_cases_and_names_the_skipped():
+    skipped = _report(("memcpy_nontemporal", "short", "PASS"), ("zone_device_memmap", "zdm_default_mode", "SKIP"),
+                      ("zone_device_memmap", "zdm_fast_equals_slow", "FAIL"))
+    assert skipped.tally() == "1 passed, 1 failed, 1 skipped (zone_device_memmap.zdm_default_mode)"
+    assert PASSED.tally() == "2 passed, 0 failed, 0 skipped"

@@ -203,7 +203,7 @@ def check(target: KunitTarget, report: ktap.KunitReport, log_text: str = "") -> 
 def check_configs(names: list[str], jobs: int | None = None, linux: Linux = kernels.LTS) -> None:
     targets = TARGETS_BY_KERNEL[linux.version]
     compile_targets = compile_checks.COMPILE_TARGETS_BY_KERNEL[linux.version]
-    known = [*targets, kunit_modules.NAME, *compile_targets]
+    known = groups(linux)["all"]
     unknown = [n for n in names if n not in known]
     if unknown:
         raise MeminitError(f"unknown target {', '.join(unknown)} on Linux {linux.version}: choose "
@@ -225,10 +225,7 @@ def check_configs(names: list[str], jobs: int | None = None, linux: Linux = kern
     for name in (n for n in names if n in targets):
         target = targets[name]
         report = run_target(target, tree, jobs)
-        skipped = [f"{c.suite}.{c.name}" for c in report.cases if c.status == "SKIP"]
-        print(f"{name}: {sum(c.status == 'PASS' for c in report.cases)} passed, "
-              f"{len(report.failed())} failed, {len(skipped)} skipped"
-              + (f" ({', '.join(skipped)})" if skipped else ""))
+        print(f"{name}: {report.tally()}")
         problems += check(target, report, target.log.read_text(errors="replace"))
     if kunit_modules.NAME in names:
         problems += kunit_modules.run(linux, tree, jobs)

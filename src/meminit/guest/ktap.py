@@ -48,6 +48,12 @@ class KunitReport:
     def suites(self) -> set[str]:
         return {c.suite for c in self.cases}
 
+    def tally(self) -> str:
+        """'P passed, F failed, S skipped', the skipped cases named."""
+        skipped = [f"{c.suite}.{c.name}" for c in self.cases if c.status == "SKIP"]
+        return (f"{sum(c.status == 'PASS' for c in self.cases)} passed, {len(self.failed())} failed, "
+                f"{len(skipped)} skipped" + (f" ({', '.join(skipped)})" if skipped else ""))
+
 
 def required_suites(linux: Linux = kernels.DEFAULT) -> list[str]:
     """The suites the booted series kernel must run: config/kunit-suites.txt and the

@@ -55,11 +55,9 @@ def run(linux: Linux, tree: Path, jobs: int) -> list[str]:
     result = vm.boot(spec, run_dir, accel)
     report = ktap.parse(result.console.read_text(errors="replace"), tree)
     (run_dir / f"{NAME}.kunit.txt").write_text(report.summary + "\n")
-    print(f"meminit: {NAME}: {sum(c.status == 'PASS' for c in report.cases)} passed, "
-          f"{len(report.failed())} failed, {sum(c.status == 'SKIP' for c in report.cases)} skipped "
-          f"(suites run of {', '.join(SUITES)}: {', '.join(s for s in SUITES if s in report.suites()) or 'none'}); "
-          f"console: {result.console}",
-          file=sys.stderr, flush=True)
+    ran = [s for s in SUITES if s in report.suites()]
+    print(f"meminit: {NAME}: {report.tally()} (suites run of {', '.join(SUITES)}: {', '.join(ran) or 'none'}); "
+          f"console: {result.console}", file=sys.stderr, flush=True)
     config = kconfig.parse_config((target.out / ".config").read_text())
     return [f"{NAME}: {p}" for p in check(report, modules_built(target.out), config)]
 
