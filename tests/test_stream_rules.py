@@ -52,6 +52,28 @@ def test_totals_are_the_better_modes_time_over_the_rules(name, total):
     assert stream_rules.total_ratio(cells, _rule(name)) == pytest.approx(total)
 
 
+def test_rules_judged_with_movnti_stream_with_its_rows_and_leave_auto_out():
+    # the fixture's streaming rates timed as MOVNTI (memcpy_flushcache()), and MOVNTDQ twice
+    # as slow everywhere: judged with movnti, the totals are the fixture's by hand
+    run = _run()
+    run.rows[:] = [dict(r, strategy="movnti") if r["strategy"] == "movntdq" else r for r in run.rows] + \
+        [_row("movntdq", layout, dest, mib * MIB, [s / 2] * 3) for layout, dest, mib, _, s in FIXTURE]
+    cells = stream_rules.run_cells(run, POLICY, "movnti")
+    assert len(cells) == len(FIXTURE) and all(stream_rules.AUTO not in c.over_best for c in cells)
+    assert stream_rules.total_ratio(cells, _rule("stream")) == pytest.approx(86.32 / 87.52)
+    rules = stream_rules.candidates("movnti")
+    assert stream_rules.LEARNING_AUTO not in rules and rules == stream_rules.CANDIDATES[:-1]
+    verdict = stream_rules.judge([run], POLICY, rules, "movnti")["Zen 4 f25m17"]
+    assert verdict["stream"].caller_misses == ["fixture: o0 walked 4M movnti 2.00x template's time"]
+    text = stream_rules.report([run], POLICY, streaming="movnti")
+    assert "streaming with movnti" in text and "\nauto " not in text
+    assert text.rstrip().endswith("altmap+dram>=64M (stream into an altmap, or a DRAM one writing 64M of "
+                                  "struct pages or more)")
+    # a run that never timed MOVNTI is no judged run, and says so
+    assert stream_rules.run_cells(_run(), POLICY, "movnti") == []
+    assert stream_rules.report([_run()], POLICY, streaming="movnti").startswith("no recorded run timed")
+
+
 def test_the_bound_and_the_callers_cases():
     verdict = stream_rules.judge([_run()], POLICY)["Zen 4 f25m17"]
     # streaming 4 MiB just zeroed is twice template's time, but 0.2 ms: under the 0.5 ms bound;

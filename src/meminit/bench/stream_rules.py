@@ -46,6 +46,10 @@ NOISE_FLOOR = 0.03
 # a just-zeroed 1 GiB DRAM memmap (a 64 GB device-private range)
 CALLER_CASES = (("o0", "walked", 4 << 20), ("o0", "warm", 1 << 30))
 TEMPLATE, STREAMING, AUTO = "template", bench_stats.STREAMING, "auto"
+# the streaming strategies a rule can be judged with: MOVNTDQ of whole lines (the bench's
+# default, what the learning auto was replayed with) and MOVNTI (memcpy_flushcache(), the mm
+# tree's memcpy_nontemporal() on x86); only MOVNTDQ has the replayed auto
+STREAMINGS = (STREAMING, "movnti")
 BARS = (f"(a) the better mode's total over the rule's >= {TOTAL_BAR} in every run; (b) no configuration "
         f"behind template by more than max({BEHIND_SHARE:.0%}, {BEHIND_MS} ms) beyond noise; (c) "
         + " and ".join(f"{layout} {dest} {units.format_size(size)}" for layout, dest, size in CALLER_CASES)
@@ -127,6 +131,7 @@ class Cell:
     over_best: dict[str, float]
     over_template: dict[str, float]
     noise: float
+    streaming: str = STREAMING  # the strategy timed as the streaming mode (STREAMINGS)
 
     @property
     def template_ms(self) -> float:
@@ -146,35 +151,41 @@ class Cell:
         return (self.cfg.layout, self.cfg.dest, self.cfg.size) in CALLER_CASES and self.behind(rule) > self.noise
 
 
-def _twins_noise(idx: dict, key: tuple) -> float:
+def _twins_noise(idx: dict, key: tuple, streaming: str) -> float:
     noise = NOISE_FLOOR
-    for mode in (TEMPLATE, STREAMING):
+    for mode in (TEMPLATE, streaming):
         twin, row = idx.get((mode + bench_stats.TWIN_SUFFIX, *key)), idx.get((mode, *key))
         if twin and row:
             noise = max(noise, abs(_time_ratio(twin, row) - 1))
     return noise
 
 
-def run_cells(run: recorded_runs.RecordedRun, policy: auto_replay.Policy) -> list[Cell]:
-    """A run's one-thread configurations in the callers' cache states that have template,
-    streaming and the replayed learning auto."""
+def run_cells(run: recorded_runs.RecordedRun, policy: auto_replay.Policy,
+              streaming: str = STREAMING) -> list[Cell]:
+    """A run's one-thread configurations in the callers' cache states that have template and
+    `streaming` timed, and with MOVNTDQ the replayed learning auto too (the better mode is then
+    the better of template and `streaming`)."""
     idx = replay_runs.configurations(run.rows)
+    with_auto = streaming == STREAMING
     autos = {(c["layout"], c["dest"], c["size"]): c for c in
              replay_runs.replay_rows(policy, run.rows, run.llc_bytes, run.probes_judge(policy.order),
-                                     run.auto_span == policy.span) if c["threads"] == 1}
+                                     run.auto_span == policy.span) if c["threads"] == 1} if with_auto else {}
     cells = []
     for (strat, layout, dest, size, threads), tmpl in idx.items():
-        stream = idx.get((STREAMING, layout, dest, size, threads))
+        stream = idx.get((streaming, layout, dest, size, threads))
         auto = autos.get((layout, dest, size))
         if strat != TEMPLATE or threads != 1 or dest not in auto_replay.JUDGED_DESTS or layout not in LAYOUTS \
-                or stream is None or auto is None or not auto["ratio_best"] or not auto["ratio_template"]:
+                or stream is None:
+            continue
+        if with_auto and (auto is None or not auto["ratio_best"] or not auto["ratio_template"]):
             continue
         best = stream if stream["median"] > tmpl["median"] else tmpl
-        over_best = {TEMPLATE: _time_ratio(tmpl, best), STREAMING: _time_ratio(stream, best),
-                     AUTO: 1 / auto["ratio_best"]}
-        over_template = {TEMPLATE: 1.0, STREAMING: _time_ratio(stream, tmpl), AUTO: 1 / auto["ratio_template"]}
+        over_best = {TEMPLATE: _time_ratio(tmpl, best), STREAMING: _time_ratio(stream, best)}
+        over_template = {TEMPLATE: 1.0, STREAMING: _time_ratio(stream, tmpl)}
+        if auto is not None:
+            over_best[AUTO], over_template[AUTO] = 1 / auto["ratio_best"], 1 / auto["ratio_template"]
         cells.append(Cell(Config(layout, dest, size), size / (best["median"] * 1e6), over_best, over_template,
-                          _twins_noise(idx, (layout, dest, size, threads))))
+                          _twins_noise(idx, (layout, dest, size, threads), streaming), streaming))
     return cells
 
 
@@ -212,13 +223,18 @@ def cpu_label(cpu: str) -> str:
     return f"{name} f{family}m{model}"
 
 
+def candidates(streaming: str = STREAMING) -> tuple[Rule, ...]:
+    """The rules judged with `streaming`: the fixed ones, and the learning auto with MOVNTDQ."""
+    return CANDIDATES if streaming == STREAMING else tuple(r for r in CANDIDATES if r is not LEARNING_AUTO)
+
+
 def judge(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Policy,
-          rules: tuple[Rule, ...] = CANDIDATES) -> dict[str, dict[str, Verdict]]:
-    """cpu_label -> rule name -> its Verdict over that CPU's runs (runs without a judged
-    configuration left out)."""
+          rules: tuple[Rule, ...] = CANDIDATES, streaming: str = STREAMING) -> dict[str, dict[str, Verdict]]:
+    """cpu_label -> rule name -> its Verdict over that CPU's runs, streaming with `streaming`
+    (runs without a judged configuration left out)."""
     out: dict[str, dict[str, Verdict]] = defaultdict(lambda: {r.name: Verdict() for r in rules})
     for run in runs:
-        cells = run_cells(run, policy)
+        cells = run_cells(run, policy, streaming)
         if not cells:
             continue
         for rule in rules:
@@ -233,7 +249,8 @@ def judge(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Policy,
 
 
 def _cfg_text(c: Cell, rule: Rule) -> str:
-    return (f"{c.cfg.layout} {c.cfg.dest} {units.format_size(c.cfg.size)} {c.mode(rule)} "
+    mode = c.streaming if c.mode(rule) == STREAMING else c.mode(rule)
+    return (f"{c.cfg.layout} {c.cfg.dest} {units.format_size(c.cfg.size)} {mode} "
             f"{c.over_template[c.mode(rule)]:.2f}x template's time")
 
 
@@ -261,32 +278,38 @@ def _paired(run: recorded_runs.RecordedRun) -> bool:
     return all(r.get("by_rep") for r in run.rows if r.get("kind", "fill") == "fill")
 
 
-def report(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Policy, markdown: bool = False) -> str:
-    """The candidates side by side per CPU, which meet the bars, what each misses, and the pick."""
-    verdicts = judge(runs, policy)
+def report(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Policy, markdown: bool = False,
+           streaming: str = STREAMING) -> str:
+    """The candidates side by side per CPU, streaming with `streaming`, which meet the bars,
+    what each misses, and the pick."""
+    rules = candidates(streaming)
+    verdicts = judge(runs, policy, rules, streaming)
+    if not verdicts:
+        return f"no recorded run timed template and {streaming} on one thread\n"
     cpus = sorted(verdicts)
     header = ["rule", *(f"{cpu} ({len(verdicts[cpu][TEMPLATE].totals)})" for cpu in cpus), "meets"]
     rows = []
-    for rule in CANDIDATES:
+    for rule in rules:
         per_cpu = [verdicts[cpu][rule.name] for cpu in cpus]
         meets = "a, b, c" if all(v.meets() for v in per_cpu) else \
             "a, b" if all(v.meets(False) for v in per_cpu) else "-"
         rows.append([rule.name, *(cell_text(v) for v in per_cpu), meets])
-    medians = [r.name.rsplit("/", 1)[-1] for r in runs if not _paired(r) and run_cells(r, policy)]
-    lines = [f"fixed streaming rules and the learning auto over {sum(len(verdicts[c][TEMPLATE].totals) for c in cpus)} "
+    medians = [r.name.rsplit("/", 1)[-1] for r in runs if not _paired(r) and run_cells(r, policy, streaming)]
+    lines = [f"fixed streaming rules{' and the learning auto' if LEARNING_AUTO in rules else ''}, "
+             f"streaming with {streaming}, over {sum(len(verdicts[c][TEMPLATE].totals) for c in cpus)} "
              f"recorded runs, one thread, per CPU (runs): (a) worst/median run, b: configurations missing "
              f"(b), c: callers' cases missing (c) / judged; {BARS}; paired by repetition"
              + (f", medians for {', '.join(medians)} (no repetitions kept)" if medians else ""), "",
              (render_markdown if markdown else render_table)(header, rows), ""]
-    lines += [f"- {rule.name}: {rule.says()}" for rule in CANDIDATES]
+    lines += [f"- {rule.name}: {rule.says()}" for rule in rules]
     lines.append("")
-    for rule in CANDIDATES[1:]:
+    for rule in rules[1:]:
         misses = sorted({m for cpu in cpus for v in [verdicts[cpu][rule.name]]
                          for m in [f"(b) {b}" for b in v.bound_misses] + [f"(c) {c}" for c in v.caller_misses]})
         if misses:
             lines.append(f"{rule.name} misses {len(misses)}: " + "; ".join(misses[:6])
                          + (" ..." if len(misses) > 6 else ""))
-    chosen = pick(verdicts)
+    chosen = pick(verdicts, rules)
     lines.append("")
     if chosen is None:
         lines.append("no candidate meets (a) and (b) on every CPU")

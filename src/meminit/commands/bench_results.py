@@ -24,7 +24,7 @@ def _cmd_bench_results(args: argparse.Namespace) -> int:
         return 0
     if args.action == "rules":
         print(stream_rules.report(recorded_runs.recorded_runs([Path(r) for r in args.run]), auto_replay.Policy(),
-                                  args.markdown), end="")
+                                  args.markdown, args.streaming), end="")
         return 0
     if args.action == "backends":
         print(stream_backends.report(recorded_runs.recorded_runs([Path(r) for r in args.run])))
@@ -92,4 +92,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "the same run's just-zeroed range")
     p.add_argument("--write", action="store_true", help="table: write the table into bench/RESULTS.md")
     p.add_argument("--markdown", action="store_true", help="rules: the table in Markdown")
+    p.add_argument("--streaming", choices=stream_rules.STREAMINGS, default=stream_rules.STREAMING,
+                   help="rules: the strategy timed as streaming (default %(default)s, with the learning "
+                        "auto; movnti: memcpy_flushcache(), the mm tree's memcpy_nontemporal() on x86, "
+                        "in the runs that timed it)")
     p.set_defaults(func=_cmd_bench_results, usage_error=p.error)
