@@ -196,7 +196,7 @@ def test_the_core_cover_letter_carries_the_rule_table_the_links_and_the_base(lin
     for msgid in ("20260515082045.63029-1", "20260521040124.10608-1", "20260527033636.28231-1"):
         assert f"Link: https://lore.kernel.org/all/{msgid}-lizhe.67@bytedance.com/" in blurb
     assert "Li Zhe" in flat and "memcpy_flushcache()" in flat
-    base = {kernels.LTS.version: "6.12.117", kernels.MAINLINE.version: "7.3.4"}[linux.version]
+    base = {kernels.LTS.version: "6.12.118", kernels.MAINLINE.version: "7.3.4"}[linux.version]
     assert f"against Debian's {base} ({linux.source_package})" in flat
     assert ("backport" in subject) == (linux == kernels.LTS)
     assert max(len(line) for line in blurb.splitlines() if not line.startswith("Link: ")) <= cover_letter.WIDTH
