@@ -13,7 +13,7 @@ import pytest
 from conftest import git_repo
 from meminit.bench import auto_replay, recorded_runs, stream_rules
 from meminit.core import kernels, paths
-from meminit.kernel import mail, parts, source
+from meminit.kernel import mail, own_tree, parts, source
 from meminit.guest import selftests
 from meminit.commands import cover_letter
 from meminit.commands import kernel as kernel_commands
@@ -188,15 +188,15 @@ def test_mail_edits_say_what_is_missing():
 
 @pytest.mark.parametrize("linux", [kernels.LTS, kernels.MAINLINE], ids=["6.12", "7.3"])
 def test_the_core_cover_letter_carries_the_rule_table_the_links_and_the_base(linux):
-    subject, blurb = cover_letter.core_cover(linux)
+    base = f"{linux.version}.999"   # export_mail fills in the tree's own (test_the_core_is_mailed...)
+    subject, blurb = cover_letter.core_cover(linux, base)
     flat = " ".join(blurb.split())
-    assert cover_letter.RULE_TABLE not in blurb
+    assert cover_letter.RULE_TABLE not in blurb and cover_letter.BASE_RELEASE not in blurb
     assert stream_rules.cover_table(recorded_runs.recorded_runs(), auto_replay.Policy()) in blurb
     # Li Zhe's threads, credited
     for msgid in ("20260515082045.63029-1", "20260521040124.10608-1", "20260527033636.28231-1"):
         assert f"Link: https://lore.kernel.org/all/{msgid}-lizhe.67@bytedance.com/" in blurb
     assert "Li Zhe" in flat and "memcpy_flushcache()" in flat
-    base = {kernels.LTS.version: "6.12.118", kernels.MAINLINE.version: "7.3.4"}[linux.version]
     assert f"against Debian's {base} ({linux.source_package})" in flat
     assert ("backport" in subject) == (linux == kernels.LTS)
     assert max(len(line) for line in blurb.splitlines() if not line.startswith("Link: ")) <= cover_letter.WIDTH
@@ -228,9 +228,13 @@ def test_mailing_the_series_passes_checkpatch_and_git_am(kernel_trees, tmp_path)
     assert not any("TEST ONLY" in p.read_text() for p in written.patches)
     cover = written.cover.read_text()
     assert "linux-mm@kvack.org" in mail.header_value(cover, "Cc")
+    # the point release is the unpacked tree's own, whatever Debian ships today
+    release = own_tree.makefile_release(linux.tree, source.BASE_TAG)
+    assert re.fullmatch(re.escape(linux.version) + r"\.\d+", release)
+    assert f"against Debian's {release} ({linux.source_package})" in " ".join(cover.split())
     count = len(written.patches)   # format-patch pads the cover's number to the count's width
     assert mail.header_value(cover, "Subject").startswith(f"[{linux.mail_prefix} {'0' * len(str(count))}/{count}] "
-                                                         f"{cover_letter.core_cover(linux)[0]}")
+                                                         f"{cover_letter.core_cover(linux, release)[0]}")
     assert all(SENDER in p.read_text() for p in written.patches)
 
 

@@ -151,3 +151,13 @@ def test_a_tree_run_names_its_tree_and_commits_not_a_debian_package():
     line = conditions(result)
     assert "tree /src/linux (Linux 7.1, config of 7.3), base c61de6d7a288, series 0f931a687651" in line
     assert "None" not in line
+
+
+def test_the_makefile_gives_version_and_point_release(tree: Path):
+    assert own_tree.makefile_version(tree, "HEAD") == "7.1"
+    assert own_tree.makefile_release(tree, "HEAD") == "7.1.0"
+    (tree / "Makefile").write_text("VERSION = 7\nPATCHLEVEL = 3\n")
+    _git(tree, "commit", "-q", "-am", "no sublevel")
+    assert own_tree.makefile_version(tree, "HEAD") == "7.3"
+    with pytest.raises(MeminitError, match="has no SUBLEVEL"):
+        own_tree.makefile_release(tree, "HEAD")

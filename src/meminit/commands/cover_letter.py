@@ -16,6 +16,7 @@ from meminit.core.errors import MeminitError
 from meminit.core.kernels import Linux
 
 RULE_TABLE = "@RULE_TABLE@"  # where a cover puts the streaming rules' table (bench/stream_rules.py)
+BASE_RELEASE = "@BASE_RELEASE@"  # where it names the point release it is against (6.12.118)
 WIDTH = 76
 
 
@@ -73,11 +74,13 @@ def part_cover(folder: Path) -> tuple[str, str]:
     return subject.strip(), text.strip() + "\n"
 
 
-def core_cover(linux: Linux) -> tuple[str, str]:
+def core_cover(linux: Linux, base_release: str) -> tuple[str, str]:
     """The core's cover letter: patches/VERSION/core/cover with RULE_TABLE replaced by the
-    rules' table over every recorded run, then how the series is tested."""
+    rules' table over every recorded run and BASE_RELEASE by `base_release`, the point
+    release of the tree it is mailed from, then how the series is tested."""
     subject, text = part_cover(linux.patches / parts.CORE)
     if RULE_TABLE in text:
         text = text.replace(RULE_TABLE, stream_rules.cover_table(recorded_runs.recorded_runs(),
                                                                  auto_replay.Policy()))
+    text = text.replace(BASE_RELEASE, base_release)
     return subject, text + "\nHow it is tested\n----------------\n\n" + how_tested(linux) + "\n"

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from meminit.core import kernels, paths
-from meminit.kernel import build, checks, mail, parts, series_size, source
+from meminit.kernel import build, checks, mail, own_tree, parts, series_size, source
 from meminit.commands import options
 from meminit.commands import cover_letter
 from meminit.core.errors import MeminitError
@@ -93,7 +93,7 @@ def export_mail(out_dir: Path, sender: str, subject_prefix: str | None = None,
         raise MeminitError(f"{stale}: its hash is no base-commit anyone can recreate. Export your "
                            f"work, then `rm -rf {tree} && meminit tree --linux {linux.version}`")
     if part.kind == parts.CORE:
-        subject, blurb = cover_letter.core_cover(linux)
+        subject, blurb = cover_letter.core_cover(linux, own_tree.makefile_release(tree, source.BASE_TAG))
     else:
         subject, blurb = cover_letter.part_cover(linux.patches / part.name)
     prefix = subject_prefix or ("RFC PATCH" if part.kind == "rfc" else linux.mail_prefix)

@@ -25,7 +25,7 @@ from meminit.core.kernels import Linux
 from meminit.kernel import source
 
 OWN_DIR = paths.WORK / "own"
-_MAKEFILE_FIELD = re.compile(r"^(VERSION|PATCHLEVEL)\s*=\s*(\d+)\s*$", re.MULTILINE)
+_MAKEFILE_FIELD = re.compile(r"^(VERSION|PATCHLEVEL|SUBLEVEL)\s*=\s*(\d+)\s*$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -66,17 +66,32 @@ def _resolve(repo: Path, rev: str, option: str) -> str:
         raise MeminitError(f"{option} {rev}: no such commit in {repo}") from None
 
 
-def makefile_version(repo: Path, commit: str) -> str:
-    """VERSION.PATCHLEVEL of the top-level Makefile at `commit`."""
+def _makefile_fields(repo: Path, commit: str) -> dict[str, str]:
+    """VERSION, PATCHLEVEL and, where it has one, SUBLEVEL of the top-level Makefile at `commit`."""
     try:
         text = _git(repo, "show", f"{commit}:Makefile")
     except MeminitError:
         raise MeminitError(f"{repo} has no top-level Makefile at {commit[:12]}: not a kernel tree") from None
     fields = dict(_MAKEFILE_FIELD.findall(text))
-    if set(fields) != {"VERSION", "PATCHLEVEL"}:
+    if not {"VERSION", "PATCHLEVEL"} <= set(fields):
         raise MeminitError(f"the Makefile of {repo} at {commit[:12]} has no VERSION and PATCHLEVEL: "
                            "not a kernel tree")
+    return fields
+
+
+def makefile_version(repo: Path, commit: str) -> str:
+    """VERSION.PATCHLEVEL of the top-level Makefile at `commit`."""
+    fields = _makefile_fields(repo, commit)
     return f"{fields['VERSION']}.{fields['PATCHLEVEL']}"
+
+
+def makefile_release(repo: Path, commit: str) -> str:
+    """VERSION.PATCHLEVEL.SUBLEVEL of the top-level Makefile at `commit`: the point release
+    a series is against (6.12.118)."""
+    fields = _makefile_fields(repo, commit)
+    if "SUBLEVEL" not in fields:
+        raise MeminitError(f"the Makefile of {repo} at {commit[:12]} has no SUBLEVEL")
+    return f"{fields['VERSION']}.{fields['PATCHLEVEL']}.{fields['SUBLEVEL']}"
 
 
 def _as_tuple(version: str) -> tuple[int, ...]:
