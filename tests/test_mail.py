@@ -194,7 +194,8 @@ def test_the_core_cover_letter_carries_the_rule_table_the_links_and_the_base(lin
     assert cover_letter.RULE_TABLE not in blurb and cover_letter.BASE_RELEASE not in blurb
     assert stream_rules.cover_table(recorded_runs.recorded_runs(), auto_replay.Policy()) in blurb
     # Li Zhe's threads, credited
-    for msgid in ("20260515082045.63029-1", "20260521040124.10608-1", "20260527033636.28231-1"):
+    for msgid in ("20260515082045.63029-1", "20260521040124.10608-1", "20260527033636.28231-1",
+                  "20260603080152.64728-1", "20260701090553.62691-1"):   # v1-v5
         assert f"Link: https://lore.kernel.org/all/{msgid}-lizhe.67@bytedance.com/" in blurb
     assert "Li Zhe" in flat and "memcpy_flushcache()" in flat
     assert f"against Debian's {base} ({linux.source_package})" in flat
