@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from meminit.core import kernels
+from meminit.core import kernels, paths
 from meminit.kernel import parts
 
 MAX_LINES = 124
@@ -29,8 +29,7 @@ def mailed_patches() -> list[Path]:
             for patch in parts.read_series(linux.patches / part.name)]
 
 
-@pytest.mark.parametrize("patch", mailed_patches(), ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}/{p.name[:40]}"
-                         if p.parent.parent.name != "rfc" else f"{p.parent.parent.parent.name}/rfc/{p.parent.name}/{p.name[:40]}")
+@pytest.mark.parametrize("patch", mailed_patches(), ids=lambda p: str(p.relative_to(paths.PATCHES))[:60])
 def test_a_mailed_message_is_a_changelog(patch: Path):
     text = message(patch)
     assert len(text) <= MAX_LINES, f"{patch.name}: {len(text)} lines; the long story belongs in docs/"
