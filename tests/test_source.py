@@ -75,22 +75,31 @@ def test_export_writes_each_commit_back_to_its_part(tmp_path):
     commit_change(repo, "line 15\n", "line fifteen\n", "test hook")
     root = parts_root(tmp_path, "core", "rfc/extra", "test-only")
     (root / "core" / "stale.patch").write_text("gone after the export")
+    # test-only as filed from the default stack (a comment in its series shows it untouched)
+    source.git(repo, "format-patch", "-q", "-o", str(root / "test-only"), "-1", "HEAD")
+    (root / "test-only" / "series").write_text("# as filed\n0001-test-hook.patch\n")
     source._record_parts(repo, ["core", "rfc/extra", "test-only"])
     source.export_series(repo, root)
     assert [p.name for p in source.read_series(root / "rfc/extra")] == ["0001-rfc-change.patch"]
-    assert [p.name for p in source.read_series(root / "test-only")] == ["0001-test-hook.patch"]
     assert not (root / "core" / "stale.patch").exists()
-    # a new commit joins the part of the commit before it
+    # a part after an RFC is left as filed, with the default stack's context ...
+    assert (root / "test-only" / "series").read_text().startswith("# as filed\n")
+    # ... and a change to it there refused, not written with the RFC's context
     commit_change(repo, "line 16\n", "line sixteen\n", "another hook")
-    source.export_series(repo, root)
-    assert len(source.read_series(root / "test-only")) == 2
     assert source.part_range(repo, "rfc/extra")[1] == source.git(repo, "rev-parse", "HEAD~2").strip()
+    with pytest.raises(MeminitError, match="test-only changed in a tree that carries RFCs"):
+        source.export_series(repo, root)
     # the default stack leaves the RFC out, and applies and records without it
     stack = source.parts.read_stack(root)
     source.apply_series(repo, [p for _, ps in stack for p in ps], [part.name for part, ps in stack for _ in ps])
-    assert [n for n, _, _ in source.recorded_parts(repo)] == ["core", "test-only", "test-only"]
+    assert [n for n, _, _ in source.recorded_parts(repo)] == ["core", "test-only"]
     assert "line nine" not in (repo / "file.c").read_text()
     assert source.tree_parts(repo) == ["core", "test-only"]
+    # there, a new commit joins the part of the commit before it
+    commit_change(repo, "line 16\n", "line sixteen\n", "another hook")
+    source.export_series(repo, root)
+    assert [p.name for p in source.read_series(root / "test-only")] == ["0001-test-hook.patch",
+                                                                       "0002-another-hook.patch"]
 
 
 def _reword(repo: Path, rev: str, subject: str) -> None:

@@ -129,3 +129,23 @@ def assign(commits: list[tuple[str, str]], recorded: list[tuple[str, str, str]],
         raise MeminitError(f"the tree's commits are no longer in the parts' order ({' -> '.join(order)}): "
                            f"they run {' -> '.join(runs)}; reorder them (git rebase -i)")
     return out
+
+
+def filed_on_rfcs(names: list[str], pids: list[str], recorded: list[tuple[str, str, str]],
+                  order: list[str]) -> set[str]:
+    """The parts `export` leaves as filed in a tree whose commits (their parts `names`, their
+    patch-ids `pids`) carry an RFC: the topics and test-only after it in `order`. Their files
+    hold the default stack's context, the tree's commits of them the RFCs'; a change to them
+    since the tree recorded them (`recorded`: part, subject, patch-id) is refused."""
+    rfcs = [part for part in order if part in names and part.startswith(RFC_PREFIX)]
+    if not rfcs:
+        return set()
+    carried = set(names) | {part for part, _, _ in recorded}
+    after = [part for part in order[order.index(rfcs[0]):] if part in carried and not part.startswith(RFC_PREFIX)]
+    changed = [part for part in after if [pid for pid, name in zip(pids, names) if name == part] !=
+               [pid for name, _, pid in recorded if name == part]]
+    if changed:
+        raise MeminitError(f"{', '.join(changed)} changed in a tree that carries RFCs, where its commits hold "
+                           "the RFCs' context: make the change in the default stack's tree (`meminit tree`, "
+                           "without --rfc), export it there, then apply the RFCs again")
+    return set(after)

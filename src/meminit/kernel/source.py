@@ -360,7 +360,8 @@ def export_series(tree: Path = kernels.DEFAULT.tree, patch_root: Path = kernels.
     """Write base..HEAD of the tree back to the folders of its parts under patch_root as
     format-patch files, each folder with its series (parts.assign(): a commit keeps its part
     by patch-id or subject, a new one joins the part of the commit before it). A part the tree
-    carried whose commits are all gone is emptied; parts it does not carry are left as they are."""
+    carried whose commits are all gone is emptied; parts it does not carry are left as they are,
+    and so are those after an RFC it carries (parts.filed_on_rfcs())."""
     if git(tree, "status", "--porcelain", "--untracked-files=no").strip():
         raise MeminitError(f"{tree} has uncommitted changes: commit them before exporting")
     # Debian's .gitignore ignores every new file, so `git add` skips a new source file
@@ -374,8 +375,9 @@ def export_series(tree: Path = kernels.DEFAULT.tree, patch_root: Path = kernels.
     recorded = recorded_parts(tree, patch_root)
     commits, ids = _tree_commits(tree)
     names = parts.assign(ids, recorded, order)
+    filed = parts.filed_on_rfcs(names, [pid for _, pid in ids], recorded, order)
     written: list[Path] = []
-    for name in dict.fromkeys([p for p, _, _ in recorded] + names):
+    for name in [n for n in dict.fromkeys([p for p, _, _ in recorded] + names) if n not in filed]:
         mine = [c for c, n in zip(commits, names) if n == name]
         folder = patch_root / name
         folder.mkdir(parents=True, exist_ok=True)
