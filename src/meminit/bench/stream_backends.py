@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from meminit.bench import bench_stats, recorded_runs, replay_runs, stream_rules
 from meminit.core import tables, units
 
-WHOLE_LINES = "movntdq"
-EIGHT_BYTES = "movnti"
+WHOLE_LINES, EIGHT_BYTES = bench_stats.STREAMING, stream_rules.MOVNTI
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,8 @@ TEMPLATE, STREAMING, AUTO = "template", bench_stats.STREAMING, "auto"
 # the streaming strategies a rule can be judged with: MOVNTDQ of whole lines (the bench's
 # default, what the learning auto was replayed with) and MOVNTI (memcpy_flushcache(), the mm
 # tree's memcpy_nontemporal() on x86); only MOVNTDQ has the replayed auto
-STREAMINGS = (STREAMING, "movnti")
+MOVNTI = "movnti"
+STREAMINGS = (STREAMING, MOVNTI)
 BARS = (f"(a) the better mode's total over the rule's >= {TOTAL_BAR} in every run; (b) no configuration "
         f"behind template by more than max({BEHIND_SHARE:.0%}, {BEHIND_MS} ms) beyond noise; (c) "
         + " and ".join(f"{layout} {dest} {units.format_size(size)}" for layout, dest, size in CALLER_CASES)
