@@ -8,7 +8,7 @@ import re
 import pytest
 
 from meminit.bench import auto_replay, recorded_runs, stream_rules
-from meminit.core import kernels
+from meminit.core import kernels, paths
 from meminit.kernel import parts
 
 MIB = 1 << 20
@@ -182,3 +182,9 @@ def test_the_kernels_default_is_the_rule_the_recorded_runs_pick(version, recorde
     assert (rule.altmap, rule.dram_min, rule.read_next) == (*kernel_rule(version), True), \
         f"the {version} core streams into an altmap and from {kernel_rule(version)[1] >> 20} MiB of DRAM " \
         f"memmap; the recorded runs pick {rule.name} ({rule.says()})"
+
+
+def test_the_readme_carries_the_rule_table_of_the_runs_on_file():
+    table = stream_rules.cover_table(recorded_runs.recorded_runs(), POLICY, markdown=True)
+    assert table in (paths.REPO / "README.md").read_text(), \
+        f"README.md's rule table is not the one the recorded runs give; it is now:\n{table}"

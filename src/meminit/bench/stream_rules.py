@@ -324,9 +324,9 @@ def report(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Policy, ma
 COVER_RULES = ("template", "stream", "altmap", "altmap+dram>=64M", AUTO)
 
 
-def cover_table(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Policy) -> str:
-    """The rules of COVER_RULES per CPU for a cover letter, narrow: the worst run's (a), and
-    'b'/'c' where the rule misses bar (b)/(c) on that CPU."""
+def cover_table(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Policy, markdown: bool = False) -> str:
+    """The rules of COVER_RULES per CPU for a cover letter (or, `markdown`, the README),
+    narrow: the worst run's (a), and 'b'/'c' where the rule misses bar (b)/(c) on that CPU."""
     verdicts = judge(runs, policy)
 
     def cell(v: Verdict) -> str:
@@ -335,4 +335,5 @@ def cover_table(runs: list[recorded_runs.RecordedRun], policy: auto_replay.Polic
     rows = [[f"{cpu.replace(NOT_RECORDED, ', unrecorded')} ({len(verdicts[cpu][TEMPLATE].totals)})",
              *(cell(verdicts[cpu][r]) for r in COVER_RULES)]
             for cpu in sorted(verdicts)]
-    return render_table(["CPU (runs)", "template", "stream", "altmap only", "this series", "auto"], rows) + "\n"
+    return (render_markdown if markdown else render_table)(
+        ["CPU (runs)", "template", "stream", "altmap only", "this series", "auto"], rows) + "\n"
