@@ -185,6 +185,11 @@ def test_the_kernels_default_is_the_rule_the_recorded_runs_pick(version, recorde
 
 
 def test_the_readme_carries_the_rule_table_of_the_runs_on_file():
+    # the README's table is of every run on file: bench/results/ and ../shared/measurements/,
+    # which a clone elsewhere (CI's) does not have beside it
+    if not recorded_runs.SHARED_MEASUREMENTS.is_dir():
+        pytest.skip(f"{recorded_runs.SHARED_MEASUREMENTS} is not beside this clone: the README's table "
+                    "is of its runs too")
     table = stream_rules.cover_table(recorded_runs.recorded_runs(), POLICY, markdown=True)
     assert table in (paths.REPO / "README.md").read_text(), \
         f"README.md's rule table is not the one the recorded runs give; it is now:\n{table}"
